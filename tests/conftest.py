@@ -1,0 +1,62 @@
+"""Test-suite wide markers: skip (with a reason) when a marker's dependency is missing.
+
+Set ``WMRL_REQUIRED_MARKERS`` (comma-separated, e.g. ``docker,robosuite``) to turn those skips
+into failures: CI does, so a service that failed to start cannot hide behind a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+
+from wmrl_env.utils.imports import is_available
+
+
+def _cuda_missing() -> str | None:
+    if not is_available("torch"):
+        return "torch is not installed"
+    import torch
+
+    return None if torch.cuda.is_available() else "no CUDA GPU on this machine"
+
+
+def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        if is_available(module):
+            return None
+        return f"{module} is not installed (pip install 'wmrl-env[{extra}]')"
+
+    return check
+
+
+# marker -> a check returning None when usable, else the reason to skip
+MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
+    "torch": _module_missing("torch", "torch"),
+    "transformers": _module_missing("transformers", "transformers"),
+    "ray": _module_missing("ray", "ray"),
+    "robosuite": _module_missing("robosuite", "robosuite"),
+    "gpu": _cuda_missing,
+}
+
+
+def required_markers() -> set[str]:
+    return {m.strip() for m in os.environ.get("WMRL_REQUIRED_MARKERS", "").split(",") if m.strip()}
+
+
+_REASONS: dict[str, str | None] = {}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, check in MARKER_CHECKS.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        if marker not in _REASONS:
+            _REASONS[marker] = check()
+        reason = _REASONS[marker]
+        if reason is None:
+            continue
+        if marker in required_markers():
+            pytest.fail(f"[{marker}] required by WMRL_REQUIRED_MARKERS but unavailable: {reason}")
+        pytest.skip(f"[{marker}] {reason}")

@@ -1,0 +1,44 @@
+"""``import wmrl_env`` and every core module work with the core install alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from wmrl_env.utils.imports import EXTRA_OF_MODULE
+
+CORE_MODULES = [
+    "wmrl_env",
+    "wmrl_env.executors",
+    "wmrl_env.world_models",
+    "wmrl_env.cli.main",
+]
+
+
+def test_core_imports_without_any_extra() -> None:
+    """Block every optional dependency, then import the core: nothing may reach for them."""
+    script = textwrap.dedent(
+        f"""
+        import importlib, sys
+        BLOCKED = {sorted(EXTRA_OF_MODULE)!r}
+
+        class Blocker:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED:
+                    raise ImportError(f"blocked optional dependency: {{name}}")
+                return None
+
+        sys.meta_path.insert(0, Blocker())
+        for module in {CORE_MODULES!r}:
+            importlib.import_module(module)
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+        assert not leaked, leaked
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

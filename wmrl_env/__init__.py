@@ -1,0 +1,22 @@
+"""wmrl-env: World Model RL environments.
+
+Answer most ``env.step()`` calls from a batched world model, execute a small random share of
+GRPO groups for real as anchors, recalibrate the world model against the anchors every step
+and fuse the two reward streams with inverse-variance weights.
+"""
+
+from wmrl_env.executors.base import ExecResult, ExecStatus, Executor, Job
+from wmrl_env.world_models.base import DynamicsWorldModel, Prediction, WorldModel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DynamicsWorldModel",
+    "ExecResult",
+    "ExecStatus",
+    "Executor",
+    "Job",
+    "Prediction",
+    "WorldModel",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""The ``wmrl`` command line: thin front ends over the library's own functions."""

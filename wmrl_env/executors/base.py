@@ -1,0 +1,216 @@
+"""The Executor contract: run jobs for real and report every outcome, never raise for a bad job.
+
+An executor takes a batch of jobs, runs them (in a sandbox, a container, a simulator, a Ray
+cluster) and returns one :class:`ExecResult` per job, in order. A job that crashes, times out,
+exhausts memory or writes garbage is a *result* with a status, not an exception: real
+executions are expensive and one failure must not lose the rest of the batch. Executors raise
+only for misuse (a closed executor, a job of the wrong type) and for infrastructure that cannot
+start (a Docker daemon that is down), with a message that says what to do.
+
+Example:
+    >>> from wmrl_env.executors.base import ExecResult, ExecStatus
+    >>> r = ExecResult(job_id="a", status=ExecStatus.OK, score=0.75, wall_seconds=1.2)
+    >>> r.ok, r.status == "ok"
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import math
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+__all__ = [
+    "BaseExecutor",
+    "ExecResult",
+    "ExecStatus",
+    "Executor",
+    "ExecutorClosedError",
+    "InvalidOutputError",
+    "Job",
+    "Scorer",
+    "new_job_id",
+]
+
+
+class ExecStatus(str, enum.Enum):
+    """How a real execution ended. Only ``OK`` carries a trustworthy score."""
+
+    OK = "ok"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    CRASHED = "crashed"
+    INVALID_OUTPUT = "invalid_output"
+    ERROR = "error"  # the executor itself failed (daemon gone, worker died, scorer bug)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class InvalidOutputError(ValueError):
+    """Raised by a scorer when a job's outputs cannot be scored; becomes ``invalid_output``."""
+
+
+class ExecutorClosedError(RuntimeError):
+    """The executor was used after :meth:`Executor.close`."""
+
+
+Scorer = Callable[[Mapping[str, bytes]], float]
+"""Scores a job's collected output files (name -> content) on the host, outside the sandbox.
+
+Raise :class:`InvalidOutputError` with a clear message when the outputs cannot be scored."""
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Job:
+    """A Python program to run in a sandbox.
+
+    Attributes:
+        program: Python source, run as ``python3 main.py`` in a fresh, writable work directory.
+        inputs: read-only inputs, name inside the sandbox's ``inputs/`` directory -> host path
+            (a file or a directory). Hidden answers never go here: scoring happens outside.
+        output_files: names (relative to the work directory) collected after the run into
+            :attr:`ExecResult.outputs`.
+        scorer: turns the collected outputs into a score on the host; ``None`` means the job
+            has no score (``ExecResult.score`` stays NaN).
+        timeout_s: per-job wall-clock limit overriding the executor's default.
+        job_id: unique within a batch; echoed in the result.
+        tags: free metadata (task id, run id, step) carried into the result and the log.
+
+    Example:
+        >>> job = Job(program="print('hi')")
+        >>> job.output_files
+        ()
+    """
+
+    program: str
+    inputs: Mapping[str, str | os.PathLike[str]] = field(default_factory=dict)
+    output_files: tuple[str, ...] = ()
+    scorer: Scorer | None = None
+    timeout_s: float | None = None
+    job_id: str = field(default_factory=new_job_id)
+    tags: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.program, str):
+            raise TypeError(f"Job.program must be str, got {type(self.program).__name__}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"Job.timeout_s must be positive, got {self.timeout_s}")
+        object.__setattr__(self, "output_files", tuple(self.output_files))
+        for name in self.output_files:
+            if os.path.isabs(name) or ".." in name.split("/"):
+                raise ValueError(f"output file {name!r} must be a relative path inside the job")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of one real execution.
+
+    Attributes:
+        job_id: the job's id.
+        status: how it ended; ``score`` is meaningful only when ``status`` is ``OK``.
+        score: the scorer's value, NaN when there is none or the job failed.
+        wall_seconds: measured seconds from start to result for this job.
+        exec_seconds: seconds of real execution charged to this job in cost accounting
+            (equals ``wall_seconds`` for live runs; the recorded seconds for a replay).
+        stdout, stderr: tails of the program's output, capped by the executor.
+        outputs: collected output files, name -> content.
+        message: a human-readable reason when ``status`` is not ``OK``.
+        metadata: backend facts (isolation used, container id, cache hit, job tags, ...).
+    """
+
+    job_id: str
+    status: ExecStatus
+    score: float = math.nan
+    wall_seconds: float = 0.0
+    exec_seconds: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    outputs: Mapping[str, bytes] = field(default_factory=dict)
+    message: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", ExecStatus(self.status))
+        object.__setattr__(self, "score", float(self.score))
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ExecStatus.OK
+
+
+JobT = TypeVar("JobT", contravariant=True)
+
+
+@runtime_checkable
+class Executor(Protocol[JobT]):
+    """Runs jobs for real. ``submit`` must not block on execution; ``run`` does."""
+
+    def submit(self, jobs: Sequence[JobT]) -> list[Future[ExecResult]]:
+        """Start every job; return one future per job, in order. Futures never raise for a
+        failed job: they resolve to an :class:`ExecResult` with a non-OK status."""
+        ...
+
+    def run(self, jobs: Sequence[JobT]) -> list[ExecResult]:
+        """Run every job and wait; one result per job, in order."""
+        ...
+
+    def close(self) -> None:
+        """Release workers, processes and containers. Idempotent."""
+        ...
+
+
+J = TypeVar("J")
+
+
+class BaseExecutor(abc.ABC, Generic[J]):
+    """Shared plumbing: ``run`` via ``submit``, context manager, closed-state checks.
+
+    Subclasses implement :meth:`_submit` and :meth:`_close`.
+    """
+
+    _closed: bool = False
+
+    def submit(self, jobs: Sequence[J]) -> list[Future[ExecResult]]:
+        if self._closed:
+            raise ExecutorClosedError(f"{type(self).__name__} is closed")
+        jobs = list(jobs)
+        ids = [getattr(job, "job_id", None) for job in jobs]
+        named = [i for i in ids if i is not None]
+        if len(set(named)) != len(named):
+            raise ValueError("job ids must be unique within a batch")
+        return self._submit(jobs)
+
+    def run(self, jobs: Sequence[J]) -> list[ExecResult]:
+        return [future.result() for future in self.submit(jobs)]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> BaseExecutor[J]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @abc.abstractmethod
+    def _submit(self, jobs: list[J]) -> list[Future[ExecResult]]: ...
+
+    @abc.abstractmethod
+    def _close(self) -> None: ...

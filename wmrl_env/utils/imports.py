@@ -1,0 +1,111 @@
+"""Availability checks for optional dependencies, in one place.
+
+Heavy dependencies are extras: a backend calls :func:`require` inside the function or class
+that needs the dependency, never at module top level, so ``import wmrl_env`` works with the
+core install alone.
+
+Example:
+    >>> from wmrl_env.utils.imports import is_available
+    >>> is_available("numpy")
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+# import name -> the extra of wmrl-env that installs it
+EXTRA_OF_MODULE: dict[str, str] = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "tokenizers": "transformers",
+    "peft": "lora",
+    "vllm": "vllm",
+    "docker": "docker",
+    "ray": "ray",
+    "robosuite": "robosuite",
+    "mujoco": "robosuite",
+    "libero": "libero",
+    "stable_baselines3": "sb3",
+    "trl": "trl",
+    "matplotlib": "bench",
+    "tqdm": "bench",
+    "pandas": "bench",
+}
+
+
+class MissingDependencyError(ImportError):
+    """An optional dependency is needed but not installed; the message names the extra."""
+
+
+def is_available(module: str) -> bool:
+    """True when ``module`` can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def is_torch_available() -> bool:
+    return is_available("torch")
+
+
+def is_transformers_available() -> bool:
+    return is_available("transformers")
+
+
+def is_peft_available() -> bool:
+    return is_available("peft")
+
+
+def is_vllm_available() -> bool:
+    return is_available("vllm")
+
+
+def is_docker_available() -> bool:
+    return is_available("docker")
+
+
+def is_ray_available() -> bool:
+    return is_available("ray")
+
+
+def is_robosuite_available() -> bool:
+    return is_available("robosuite")
+
+
+def is_libero_available() -> bool:
+    return is_available("libero")
+
+
+def is_sb3_available() -> bool:
+    return is_available("stable_baselines3")
+
+
+def is_trl_available() -> bool:
+    return is_available("trl")
+
+
+def require(module: str, feature: str = "") -> ModuleType:
+    """Import ``module`` or raise :class:`MissingDependencyError` naming the extra to install.
+
+    Example:
+        >>> np = require("numpy")
+        >>> try:
+        ...     require("ray.util", "the Ray executor")
+        ... except MissingDependencyError as error:
+        ...     print(str(error).split(" (")[0], "|", str(error).split(": ")[-1])
+        the Ray executor needs 'ray.util', which is not installed | pip install 'wmrl-env[ray]'
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        extra = EXTRA_OF_MODULE.get(top)
+        hint = f"pip install 'wmrl-env[{extra}]'" if extra else f"pip install {top}"
+        what = feature or "this feature"
+        raise MissingDependencyError(
+            f"{what} needs '{module}', which is not installed ({exc}). Install it with: {hint}"
+        ) from exc
