@@ -12,15 +12,15 @@ import pytest
 
 pytest.importorskip("trl", reason="trl is not installed (pip install 'wmrl-env[trl]')")
 
-from wmrl_env.executors import JsonScore, Job, LocalSandbox  # noqa: E402
-from wmrl_env.fusion import RewardFusion  # noqa: E402
-from wmrl_env.integrations.trl import (  # noqa: E402
+from wmrl_env.executors import Job, JsonScore, LocalSandbox
+from wmrl_env.fusion import RewardFusion
+from wmrl_env.integrations.trl import (
     WMRLGRPOTrainer,
     WorldModelReward,
     check_grpo_config,
 )
-from wmrl_env.world_models.causal_lm import CausalLMScorer  # noqa: E402
-from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm  # noqa: E402
+from wmrl_env.world_models.causal_lm import CausalLMScorer
+from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
 
 pytestmark = [pytest.mark.trl, pytest.mark.slow]
 
@@ -121,7 +121,10 @@ def test_grpo_trains_three_steps_on_fused_advantages(tiny_lm, tmp_path) -> None:
         executed += len(call.results)
         np.testing.assert_array_equal(call.fusion.is_anchor, call.is_anchor)
         # the values returned to TRL are the fusion's advantages (None where execution failed)
-        expected = [None if f else float(a) for a, f in zip(call.fusion.advantages, call.failed)]
+        expected = [
+            None if f else float(a)
+            for a, f in zip(call.fusion.advantages, call.failed, strict=True)
+        ]
         assert call.returned == expected
         anchors = call.is_anchor & ~call.failed
         np.testing.assert_allclose(call.fusion.rewards[anchors], call.real_scores[anchors])
@@ -134,8 +137,7 @@ def test_grpo_trains_three_steps_on_fused_advantages(tiny_lm, tmp_path) -> None:
     metrics = trainer.state.log_history[-2]
     assert "wmrl/kappa" in metrics and "wmrl/n_anchor_groups" in metrics
     changed = any(
-        not np.allclose(before[k].numpy(), v.detach().numpy())
-        for k, v in policy.named_parameters()
+        not np.allclose(before[k].numpy(), v.detach().numpy()) for k, v in policy.named_parameters()
     )
     assert changed, "three GRPO steps left every weight unchanged"
 

@@ -145,9 +145,7 @@ class WorldModelReward:
         log_extra = kwargs.get("log_extra")
         state = kwargs.get("trainer_state")
         step = int(getattr(state, "global_step", self.n_calls))
-        columns = {
-            k: v for k, v in kwargs.items() if k not in (*_TRAINER_KWARGS, "completion_ids")
-        }
+        columns = {k: v for k, v in kwargs.items() if k not in (*_TRAINER_KWARGS, "completion_ids")}
         rows = [{k: v[i] for k, v in columns.items()} for i in range(n)]
         group_ids = self._group_ids(prompts)
 

@@ -39,7 +39,7 @@ from wmrl_env.world_models.heads import (
     fit_head,
     make_head,
 )
-from wmrl_env.world_models.text import check_batch, text_key
+from wmrl_env.world_models.text import check_batch
 
 __all__ = ["DEFAULT_HEAD", "EmbeddingRegressor"]
 
@@ -59,7 +59,8 @@ class EmbeddingRegressor:
         score_range: ``(low, high)``; predictions are clipped into it (a regression overshoot
             is extrapolation, not garbage). ``None`` leaves them unclipped.
         max_pairs: training pairs kept; the oldest are dropped first.
-        n_folds: folds of the cross-fitting behind the standard deviations.
+        n_folds: folds of the cross-fitting behind the standard deviations (shuffled pairs:
+            the residuals of new artifacts for known tasks, the usual case in an RL run).
         seed: seed of the heads and folds.
     """
 
@@ -87,7 +88,6 @@ class EmbeddingRegressor:
         self.seed = seed
         self._features = np.zeros((0, 2 * self.encoder.dim), dtype=np.float32)
         self._scores = np.zeros(0)
-        self._groups: list[str] = []
         self._head: Any = None
         self._error_model: ErrorModel | None = None
         self._fallback_std = 0.0
@@ -108,7 +108,6 @@ class EmbeddingRegressor:
         """Forget earlier pairs and fit on these."""
         self._features = self._features[:0]
         self._scores = self._scores[:0]
-        self._groups = []
         self.update(contexts, artifacts, scores)
         return self
 
@@ -132,10 +131,8 @@ class EmbeddingRegressor:
             [t for t, k in zip(context_texts, keep, strict=True) if k],
             [t for t, k in zip(artifact_texts, keep, strict=True) if k],
         )
-        groups = [text_key(t) for t, k in zip(context_texts, keep, strict=True) if k]
         self._features = np.concatenate([self._features, features])[-self.max_pairs :]
         self._scores = np.concatenate([self._scores, real[keep]])[-self.max_pairs :]
-        self._groups = (self._groups + groups)[-self.max_pairs :]
         self._refit()
 
     def _check_scores(self, scores: np.ndarray) -> None:
@@ -160,7 +157,7 @@ class EmbeddingRegressor:
         self._fallback_std = float(np.std(y))
         self._error_model = None
         if X.shape[0] >= 2 * self.n_folds:
-            oof = cross_fitted_predictions(template, X, y, self._groups, self.n_folds, self.seed)
+            oof = cross_fitted_predictions(template, X, y, None, self.n_folds, self.seed)
             self._error_model = ErrorModel().fit(X, y - oof)
 
     # ---------------------------------------------------------------- prediction
@@ -221,7 +218,6 @@ class EmbeddingRegressor:
             path / _PAIRS_FILE,
             features=self._features,
             scores=self._scores,
-            groups=np.asarray(self._groups, dtype="U32"),
         )
         return path
 
@@ -252,6 +248,5 @@ class EmbeddingRegressor:
         with np.load(path / _PAIRS_FILE) as pairs:
             model._features = pairs["features"]
             model._scores = pairs["scores"]
-            model._groups = pairs["groups"].tolist()
         model._refit()
         return model

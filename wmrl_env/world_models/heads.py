@@ -6,7 +6,7 @@ Heads (scikit-learn estimators, cheap to refit online):
 * ``"kernel_ridge"``: RBF kernel ridge through a Nyström feature map (512 components), so
   memory stays linear in the number of pairs.
 * ``"knn"``: distance-weighted k nearest neighbours.
-* ``"gbm"``: histogram gradient boosting.
+* ``"gbm"``: histogram gradient boosting (100 rounds, 30 % of the features per split).
 * ``"mlp"``: a one-hidden-layer perceptron with early stopping.
 
 Uncertainty is the same for every head (:class:`ErrorModel`): the head is cross-fitted
@@ -57,14 +57,18 @@ def make_head(name: str, seed: int = 0) -> RegressorMixin:
         return KNeighborsRegressor(n_neighbors=15, weights="distance")
     if name == "gbm":
         return HistGradientBoostingRegressor(
-            max_iter=200, learning_rate=0.05, early_stopping=True, random_state=seed
+            max_iter=100,
+            learning_rate=0.1,
+            max_features=0.3,
+            early_stopping=True,
+            random_state=seed,
         )
     if name == "mlp":
         return MLPRegressor(
             hidden_layer_sizes=(128,),
             alpha=1e-3,
             early_stopping=True,
-            max_iter=300,
+            max_iter=200,
             random_state=seed,
         )
     raise ValueError(f"unknown head {name!r}; choose one of {HEADS}")
@@ -85,8 +89,7 @@ def fit_head(head: RegressorMixin, X: np.ndarray, y: np.ndarray) -> RegressorMix
 
 
 def _folds(n: int, groups: Sequence[object] | None, n_folds: int, seed: int):
-    distinct = len(set(groups)) if groups is not None else 0
-    if groups is not None and distinct >= n_folds:
+    if groups is not None and len(set(groups)) >= n_folds:
         return GroupKFold(n_splits=n_folds).split(np.zeros(n), groups=list(groups))
     return KFold(n_splits=min(n_folds, n), shuffle=True, random_state=seed).split(np.zeros(n))
 

@@ -36,8 +36,8 @@ class LoraTrainingConfig:
     alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha"})
     dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA input"})
     target_modules: tuple[str, ...] = field(
-        default=("q_proj", "k_proj", "v_proj", "o_proj"),
-        metadata={"help": "names of the linear layers that get adapters"},
+        default=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        metadata={"help": "names of the linear layers that get adapters (all of Qwen/Llama's)"},
     )
     learning_rate: float = field(default=2e-4, metadata={"help": "AdamW learning rate"})
     epochs: int = field(default=1, metadata={"help": "passes over the training pairs"})
