@@ -13,6 +13,9 @@ CORE_MODULES = [
     "wmrl_env.executors",
     "wmrl_env.world_models",
     "wmrl_env.cli.main",
+    "wmrl_env.executors.replay",
+    "wmrl_env.store",
+    "wmrl_env.envs.ml_tasks",
 ]
 
 
