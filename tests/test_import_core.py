@@ -11,6 +11,7 @@ from wmrl_env.utils.imports import EXTRA_OF_MODULE
 CORE_MODULES = [
     "wmrl_env",
     "wmrl_env.executors",
+    "wmrl_env.executors.local",
     "wmrl_env.world_models",
     "wmrl_env.cli.main",
     "wmrl_env.executors.replay",
