@@ -27,7 +27,7 @@ from concurrent.futures import as_completed
 from datetime import datetime, timezone
 from typing import Any
 
-from wmrl_env.executors.base import Executor, Job
+from wmrl_env.executors.base import ExecStatus, Executor, Job
 from wmrl_env.store import ExecutionLog, ExecutionRecord, LoggingExecutor
 from wmrl_env.utils.hashing import artifact_hash
 
@@ -48,7 +48,11 @@ def _pending_jobs(
     timeout_s: float | None,
     data_root: str | None,
 ) -> list[Job]:
-    done = {(row.task_id, row.artifact_hash) for row in log.iter_rows(run_id=RUN_ID)}
+    done = {
+        (row.task_id, row.artifact_hash)
+        for row in log.iter_rows(run_id=RUN_ID)
+        if row.status != ExecStatus.ERROR.value  # the executor failed, not the program: rerun
+    }
     jobs = []
     for task_id in task_ids:
         task = get_task(task_id)
@@ -74,10 +78,12 @@ def table_from_log(
     programs: Sequence[ProgramSpec],
     metadata: dict[str, Any],
 ) -> ExecutionTable:
-    """Assemble the table from the build's logged executions (latest row per program)."""
+    """Assemble the table from the build's logged executions (latest row per program;
+    ``error`` rows, where the executor itself failed, never enter a table)."""
     latest: dict[tuple[str, str], ExecutionRecord] = {}
     for record in log.iter_rows(run_id=RUN_ID):
-        latest[(str(record.task_id), record.artifact_hash)] = record
+        if record.status != ExecStatus.ERROR.value:
+            latest[(str(record.task_id), record.artifact_hash)] = record
     rows, facts = [], {}
     for task_id in task_ids:
         task = get_task(task_id)

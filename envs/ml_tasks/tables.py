@@ -40,6 +40,7 @@ __all__ = [
     "TableRow",
     "load_table",
     "reference_scores",
+    "summary_markdown",
 ]
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -187,6 +188,30 @@ class ExecutionTable:
                 }
             )
         return out
+
+
+def summary_markdown(table: ExecutionTable) -> str:
+    """The per-task figures of ``docs/tasks.md`` as a Markdown table."""
+    from .registry import HELDOUT_TASKS, get_task
+
+    lines = [
+        "| task | split | kind | metric | train/test rows | trivial baseline | best (program) "
+        "| linear default | median | ok / failed | median exec s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in table.summary():
+        task_id = entry["task_id"]
+        task, facts = get_task(task_id), table.metadata["tasks"][task_id]
+        failed = ", ".join(f"{n} {status}" for status, n in entry["failed"].items()) or "0"
+        default = table.lookup(task_id, "standardize-linear-mid")
+        lines.append(
+            f"| {task_id} | {'held-out' if task_id in HELDOUT_TASKS else 'train'} "
+            f"| {task.kind} | {task.metric} | {len(task.y_train)}/{len(task.test_ids)} "
+            f"| {facts['baseline']:.4g} | {facts['reference']:.4g} ({entry['best_program']}) "
+            f"| {default.score:.2f} | {entry['median_score']:.2f} | {entry['ok']} / {failed} "
+            f"| {entry['median_exec_seconds']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _csv_text(rows: Iterable[TableRow]) -> str:
