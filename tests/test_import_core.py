@@ -16,6 +16,21 @@ CORE_MODULES = [
     "wmrl_env.cli.main",
     "wmrl_env.fusion",
     "wmrl_env.demo",
+    "wmrl_env.executors.replay",
+    "wmrl_env.store",
+    "wmrl_env.envs.ml_tasks",
+    "wmrl_env.world_models.text",
+    "wmrl_env.world_models.score_bins",
+    "wmrl_env.world_models.prompting",
+    "wmrl_env.world_models.heads",
+    "wmrl_env.world_models.training_data",
+    "wmrl_env.world_models.encoder",
+    "wmrl_env.world_models.embedding_regressor",
+    "wmrl_env.world_models.causal_lm",
+    "wmrl_env.world_models.lora",
+    "wmrl_env.world_models.vllm_backend",
+    "wmrl_env.world_models.tiny_lm",
+    "wmrl_env.cli.train_world_model",
 ]
 
 

@@ -34,6 +34,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "matplotlib": "bench",
     "tqdm": "bench",
     "pandas": "bench",
+    "statsmodels": "tasks",
+    "pyarrow": "tasks",
 }
 
 
