@@ -10,15 +10,8 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("trl", reason="trl is not installed (pip install 'wmrl-env[trl]')")
-
 from wmrl_env.executors import Job, JsonScore, LocalSandbox
 from wmrl_env.fusion import RewardFusion
-from wmrl_env.integrations.trl import (
-    WMRLGRPOTrainer,
-    WorldModelReward,
-    check_grpo_config,
-)
 from wmrl_env.world_models.causal_lm import CausalLMScorer
 from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
 
@@ -40,17 +33,19 @@ def length_job(prompt: str, completion: str, target: int) -> Job:
     return Job(program, output_files=SCORE.files, scorer=SCORE, timeout_s=30)
 
 
-class RecordingReward(WorldModelReward):
-    """Keeps every call's record (the base class keeps only the last)."""
+def recording_reward(*args, **kwargs):
+    """A WorldModelReward that keeps every call's record (it keeps only the last itself)."""
+    from wmrl_env.integrations.trl import WorldModelReward
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.calls = []
+    class RecordingReward(WorldModelReward):
+        def __call__(self, prompts, completions, **call_kwargs):
+            returned = super().__call__(prompts, completions, **call_kwargs)
+            self.calls.append(self.last_call)
+            return returned
 
-    def __call__(self, prompts, completions, **kwargs):
-        returned = super().__call__(prompts, completions, **kwargs)
-        self.calls.append(self.last_call)
-        return returned
+    reward = RecordingReward(*args, **kwargs)
+    reward.calls = []
+    return reward
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +80,13 @@ def test_grpo_trains_three_steps_on_fused_advantages(tiny_lm, tmp_path) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from wmrl_env.integrations.trl import WMRLGRPOTrainer
+
     dataset = Dataset.from_dict({"prompt": PROMPTS * 2, "target": [3, 5, 7, 9] * 2})
     world_model = CausalLMScorer(tiny_lm, min_score_mass=0.0)
     sandbox = LocalSandbox(timeout_s=30, memory_mb=512)
     fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, min_pairs=2, seed=0)
-    reward = RecordingReward(world_model, sandbox, length_job, fusion=fusion)
+    reward = recording_reward(world_model, sandbox, length_job, fusion=fusion)
     policy = AutoModelForCausalLM.from_pretrained(tiny_lm)
     before = {k: v.detach().clone() for k, v in policy.named_parameters()}
     trainer = WMRLGRPOTrainer(
@@ -143,6 +140,8 @@ def test_grpo_trains_three_steps_on_fused_advantages(tiny_lm, tmp_path) -> None:
 
 
 def test_invalid_predictions_force_their_group_to_execute(tiny_lm) -> None:
+    from wmrl_env.integrations.trl import WorldModelReward
+
     # a world model so unsure that every answer is flagged: every group must run for real
     world_model = CausalLMScorer(tiny_lm, min_score_mass=0.99)
     fusion = RewardFusion(method="wmrl", anchor_fraction=0.0, min_anchor_groups=0, seed=0)
@@ -158,6 +157,8 @@ def test_invalid_predictions_force_their_group_to_execute(tiny_lm) -> None:
 
 
 def test_failed_execution_returns_none_and_zero_advantage(tiny_lm) -> None:
+    from wmrl_env.integrations.trl import WorldModelReward
+
     def crashing_job(prompt, completion):
         return Job("raise SystemExit(3)", output_files=SCORE.files, scorer=SCORE)
 
@@ -172,6 +173,8 @@ def test_failed_execution_returns_none_and_zero_advantage(tiny_lm) -> None:
 
 
 def test_config_and_grouping_errors(tiny_lm, tmp_path) -> None:
+    from wmrl_env.integrations.trl import WorldModelReward, check_grpo_config
+
     with pytest.raises(ValueError, match="scale_rewards='group'"):
         check_grpo_config(grpo_config(tmp_path, scale_rewards="group"))
     world_model = CausalLMScorer(tiny_lm, min_score_mass=0.0)
@@ -183,6 +186,8 @@ def test_config_and_grouping_errors(tiny_lm, tmp_path) -> None:
 
 
 def test_chat_prompts_group_and_render(tiny_lm) -> None:
+    from wmrl_env.integrations.trl import WorldModelReward
+
     world_model = CausalLMScorer(tiny_lm, min_score_mass=0.0)
     seen = []
 
