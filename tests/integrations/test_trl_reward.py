@@ -15,7 +15,7 @@ from wmrl_env.fusion import RewardFusion
 from wmrl_env.world_models.causal_lm import CausalLMScorer
 from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
 
-pytestmark = [pytest.mark.trl, pytest.mark.slow]
+pytestmark = [pytest.mark.trl, pytest.mark.transformers, pytest.mark.slow]
 
 SCORE = JsonScore("score.json")
 PROMPTS = ["Write a digit:", "Count to three:", "Say hello:", "Name a color:"]
