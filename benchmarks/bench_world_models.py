@@ -65,15 +65,15 @@ def throughput(out: Path) -> dict:
     from wmrl_env.world_models.encoder import TextEncoder
     from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
 
-    train_c, train_a = task_texts(128, seed=0)
+    train_c, train_a = task_texts(32, seed=0)
     regressor = EmbeddingRegressor(TextEncoder()).fit(
-        train_c, train_a, np.random.default_rng(0).random(128)
+        train_c, train_a, np.random.default_rng(0).random(32)
     )
     tiny = CausalLMScorer(build_tiny_causal_lm(tempfile.mkdtemp()), min_score_mass=0.0)
     results = {}
     for name, model in (("embedding_regressor", regressor), ("causal_lm_tiny", tiny)):
         for batch in (64, 256):
-            n = 2 * batch
+            n = batch
             contexts, artifacts = task_texts(n, seed=batch)
             grouped = [contexts[i - i % GROUP_SIZE] for i in range(n)]
             _, fresh = task_texts(n, seed=10 * batch)
