@@ -6,6 +6,7 @@ and fuse the two reward streams with inverse-variance weights.
 """
 
 from wmrl_env.executors.base import ExecResult, ExecStatus, Executor, Job
+from wmrl_env.fusion import FusionOutput, OnlineCalibrator, RewardFusion
 from wmrl_env.world_models.base import DynamicsWorldModel, Prediction, WorldModel
 
 __version__ = "0.1.0"
@@ -15,8 +16,11 @@ __all__ = [
     "ExecResult",
     "ExecStatus",
     "Executor",
+    "FusionOutput",
     "Job",
+    "OnlineCalibrator",
     "Prediction",
+    "RewardFusion",
     "WorldModel",
     "__version__",
 ]
