@@ -8,6 +8,7 @@ a shared :class:`CallLog`, which is how the tests prove that only anchors reach 
 
 from __future__ import annotations
 
+import string
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -140,6 +141,7 @@ class BanditWorldModel:
         return np.where(np.isin(a, list(self.invalid_actions)), np.nan, scores)
 
 
+CHARSET = string.ascii_letters + " ?"
 TASKS = ("reverse abc", "upper xyz", "double ab")
 ANSWERS = {"reverse abc": "cba", "upper xyz": "XYZ", "double ab": "abab"}
 
@@ -150,8 +152,8 @@ class TextTaskEnv(gym.Env):
     metadata = {"render_modes": []}  # noqa: RUF012
 
     def __init__(self, log: CallLog | None = None) -> None:
-        self.observation_space = spaces.Text(max_length=32)
-        self.action_space = spaces.Text(max_length=32)
+        self.observation_space = spaces.Text(max_length=32, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=32, charset=CHARSET)
         self.log = log
         self._task = TASKS[0]
 
@@ -184,40 +186,33 @@ class TextWorldModel:
 class PointMassEnv(gym.Env):
     """Multi-step: ``x' = x + a`` in 1-D, reward ``-|x'|``, ends when ``|x'| < 0.1``.
 
-    The start is drawn at reset from ``np_random``; with ``snapshots=True`` the env also offers
-    ``get_snapshot`` / ``restore_snapshot`` and its reset start is *not* reproducible from the
-    seed (like robosuite), so only the snapshot gives identical group starts.
+    The start is drawn at reset from ``np_random``; with ``reproducible_reset=False`` it comes
+    from an unseeded generator instead (like robosuite, whose reset(seed) does not reproduce).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012
 
     def __init__(
-        self, snapshots: bool = False, log: CallLog | None = None, fail_at_step: int | None = None
+        self,
+        log: CallLog | None = None,
+        fail_at_step: int | None = None,
+        reproducible_reset: bool = True,
     ) -> None:
         self.observation_space = spaces.Box(-10.0, 10.0, (1,), np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
-        self.snapshots = snapshots
         self.log = log
         self.fail_at_step = fail_at_step
+        self.reproducible_reset = reproducible_reset
         self._x = np.zeros(1, dtype=np.float32)
         self._t = 0
         self._unseeded = np.random.default_rng()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        rng = self._unseeded if self.snapshots else self.np_random
+        rng = self.np_random if self.reproducible_reset else self._unseeded
         self._x = rng.uniform(-3.0, 3.0, size=1).astype(np.float32)
         self._t = 0
         return self._x.copy(), {}
-
-    def get_snapshot(self) -> dict[str, Any]:
-        if not self.snapshots:
-            raise AttributeError("snapshots are off")
-        return {"x": self._x.copy(), "t": self._t}
-
-    def restore_snapshot(self, snapshot: dict[str, Any]):
-        self._x, self._t = snapshot["x"].copy(), snapshot["t"]
-        return self._x.copy(), {"restored": True}
 
     def step(self, action: np.ndarray):
         if self.log is not None:
@@ -228,6 +223,20 @@ class PointMassEnv(gym.Env):
         self._x = np.clip(self._x + np.asarray(action, dtype=np.float32), -10, 10)
         distance = float(abs(self._x[0]))
         return self._x.copy(), -distance, distance < 0.1, False, {}
+
+
+class SnapshotPointMassEnv(PointMassEnv):
+    """A point mass whose reset does not reproduce, but which offers exact snapshots."""
+
+    def __init__(self, log: CallLog | None = None, fail_at_step: int | None = None) -> None:
+        super().__init__(log, fail_at_step, reproducible_reset=False)
+
+    def get_snapshot(self) -> dict[str, Any]:
+        return {"x": self._x.copy(), "t": self._t}
+
+    def restore_snapshot(self, snapshot: dict[str, Any]):
+        self._x, self._t = snapshot["x"].copy(), snapshot["t"]
+        return self._x.copy(), {"restored": True}
 
 
 class PointMassModel:
@@ -250,3 +259,50 @@ class PointMassModel:
         if self.nan_below is not None:
             rewards = np.where(nxt[:, 0] < self.nan_below, np.nan, rewards)
         return StepPrediction(nxt.astype(np.float32), rewards, distance < 0.1)
+
+
+TIMING_KEYS = frozenset({"exec_seconds", "wm_seconds", "real_wall_seconds", "real_exec_seconds"})
+
+
+def assert_same(a: Any, b: Any, skip: frozenset[str] = TIMING_KEYS, path: str = "") -> None:
+    """Recursive exact equality (NaN equals NaN), ignoring the keys in ``skip`` (timings)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) - skip == set(b) - skip, path
+        for key in set(a) - skip:
+            assert_same(a[key], b[key], skip, f"{path}.{key}")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, skip, f"{path}[{i}]")
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=path)
+
+
+class TargetEnv(gym.Env):
+    """One-step continuous bandit: context ``c``, action ``a``, reward ``-(a - t_c)^2``."""
+
+    metadata = {"render_modes": []}  # noqa: RUF012
+    TARGETS = np.array([-1.0, 0.5, 1.5])
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Discrete(len(self.TARGETS))
+        self.action_space = spaces.Box(-2.0, 2.0, (1,), np.float32)
+        self._context = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._context = int(self.np_random.integers(len(self.TARGETS)))
+        return self._context, {}
+
+    def step(self, action: np.ndarray):
+        error = float(np.asarray(action).ravel()[0]) - self.TARGETS[self._context]
+        return self._context, -(error**2), True, False, {}
+
+
+class TargetWorldModel:
+    """The target task's reward, shifted and scaled (a monotone bias the fusion calibrates)."""
+
+    def predict(self, contexts: Sequence[Any], actions: Sequence[Any]) -> np.ndarray:
+        a = np.asarray(actions, dtype=np.float64).reshape(len(actions), -1)[:, 0]
+        error = a - TargetEnv.TARGETS[np.asarray(contexts, dtype=np.int64)]
+        return 0.5 * -(error**2) + 0.3

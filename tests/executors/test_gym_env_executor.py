@@ -9,7 +9,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from testing_env import GenericTestEnv, PointMassEnv
+from testing_env import GenericTestEnv, SnapshotPointMassEnv
 
 from wmrl_env.executors.base import ExecStatus
 from wmrl_env.executors.gym_env import EnvJob, GymEnvExecutor
@@ -137,7 +137,7 @@ def test_describe_reports_spaces(executor) -> None:
 
 @pytest.mark.parametrize("backend", ["thread", "process"])
 def test_snapshot_restores_the_exact_start(backend) -> None:
-    with GymEnvExecutor(lambda: PointMassEnv(snapshots=True), backend=backend, num_workers=2) as ex:
+    with GymEnvExecutor(SnapshotPointMassEnv, backend=backend, num_workers=2) as ex:
         assert ex.describe().has_snapshots
         (start,) = ex.run([EnvJob(seed=0, capture_snapshot=True)])
         snapshot = start.metadata["snapshot"]
@@ -188,3 +188,23 @@ def test_bad_arguments() -> None:
         GymEnvExecutor(counter_env(), backend="thread")
     with GymEnvExecutor(counter_env, backend="inline") as executor, pytest.raises(TypeError):
         executor.submit(["not a job"])
+
+
+def _fail_to_load() -> None:
+    raise RuntimeError("env_fn cannot be loaded in the worker")
+
+
+class _UnloadableFactory:
+    """Pickles fine, but unpickling it (in the worker) raises."""
+
+    def __call__(self) -> gym.Env:
+        return counter_env()
+
+    def __reduce__(self):
+        return (_fail_to_load, ())
+
+
+def test_process_worker_that_cannot_start_is_a_crash_result() -> None:
+    with GymEnvExecutor(_UnloadableFactory(), backend="process", num_workers=1) as executor:
+        (result,) = executor.run([EnvJob(actions=(0,), seed=0)])
+    assert result.status is ExecStatus.CRASHED and "did not start" in result.message

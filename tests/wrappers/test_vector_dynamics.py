@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from testing_env import CallLog, PointMassEnv, PointMassModel
+from testing_env import CallLog, PointMassEnv, PointMassModel, SnapshotPointMassEnv
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
 
@@ -12,9 +12,9 @@ M, G, T = 4, 3, 6
 BIAS = 0.05
 
 
-def make_envs(log=None, model=None, method="wmrl", **env_kwargs):
+def make_envs(log=None, model=None, method="wmrl", env_class=PointMassEnv, **env_kwargs):
     return WorldModelVectorEnv(
-        lambda: PointMassEnv(log=log, **env_kwargs),
+        lambda: env_class(log=log, **env_kwargs),
         model or PointMassModel(reward_bias=BIAS),
         num_groups=M,
         group_size=G,
@@ -25,11 +25,11 @@ def make_envs(log=None, model=None, method="wmrl", **env_kwargs):
 
 
 def play_round(envs, seed=0, policy=None):
-    """Play one round; the default policy pushes every member towards 0.3 (never terminates)."""
+    """Play one round; the default policy pushes every member away from 0 (never terminates)."""
     obs, reset_info = envs.reset(seed=seed)
     steps = []
     while True:
-        actions = policy(obs) if policy else np.clip(0.3 - obs, -0.4, 0.4).astype(np.float32)
+        actions = policy(obs) if policy else (0.4 * np.sign(obs)).astype(np.float32)
         obs, rewards, terminated, truncated, info = envs.step(actions)
         steps.append((obs, rewards, terminated, truncated, info))
         if (terminated | truncated).all():
@@ -42,7 +42,7 @@ def test_spaces_and_shapes() -> None:
     obs, info = envs.reset(seed=0)
     assert obs.shape == (M * G, 1) and obs.dtype == np.float32
     assert (obs.reshape(M, G) == obs.reshape(M, G)[:, :1]).all()
-    obs, rewards, terminated, truncated, info = envs.step(np.zeros((M * G, 1), np.float32))
+    obs, rewards, _terminated, _truncated, info = envs.step(np.zeros((M * G, 1), np.float32))
     assert obs.shape == (M * G, 1) and obs.dtype == np.float32
     assert rewards.shape == (M * G,) and (rewards == 0).all()
     assert info["active"].all() and not info["batch"]["round_done"][0]
@@ -69,14 +69,13 @@ def test_round_ends_with_fused_rewards_and_raw_step_rewards_in_info() -> None:
 
 
 def test_anchor_wm_score_shadows_the_real_trajectory() -> None:
-    """The model is exact up to a reward bias: along the same actions, wm = real + bias * T."""
+    """The model is exact up to a reward bias: along the same actions, wm = real + bias * steps."""
     envs = make_envs()
     reset_info, steps = play_round(envs)
     info = steps[-1][4]
     anchors = reset_info["is_anchor"]
-    np.testing.assert_allclose(
-        info["wm_score"][anchors], info["real_score"][anchors] + BIAS * T, atol=1e-5
-    )
+    expected = info["real_score"] + BIAS * info["episode_length"]
+    np.testing.assert_allclose(info["wm_score"][anchors], expected[anchors], atol=1e-5)
     envs.close()
 
 
@@ -84,10 +83,10 @@ def test_episodes_ending_early_wait_for_the_round() -> None:
     envs = make_envs()
     obs, _ = envs.reset(seed=1)
     first = np.clip(-obs, -1, 1).astype(np.float32)  # reaches 0 in one step where |x| <= 1
-    obs, rewards, terminated, truncated, info = envs.step(first)
+    obs, _, terminated, _, _ = envs.step(first)
     ended = terminated.copy()
     assert ended.any() and not ended.all()
-    obs_after, rewards, terminated, truncated, info = envs.step(np.ones((M * G, 1), np.float32))
+    obs_after, _rewards, terminated, _truncated, info = envs.step(np.ones((M * G, 1), np.float32))
     assert not info["active"][ended].any() and terminated[ended].all()
     np.testing.assert_array_equal(obs_after[ended], obs[ended])  # actions ignored
     envs.close()
@@ -95,7 +94,7 @@ def test_episodes_ending_early_wait_for_the_round() -> None:
 
 def test_snapshots_give_identical_group_starts() -> None:
     log = CallLog()
-    envs = make_envs(log, snapshots=True)
+    envs = make_envs(log, env_class=SnapshotPointMassEnv)
     reset_info, steps = play_round(envs)
     anchors = np.flatnonzero(reset_info["is_anchor"])
     first_contexts = [c for _, c, _ in log.of("step")][: anchors.size]
@@ -107,12 +106,14 @@ def test_snapshots_give_identical_group_starts() -> None:
 
 
 def test_unreproducible_reset_without_snapshots_is_flagged() -> None:
-    class NoSnapshots(PointMassEnv):
-        get_snapshot = restore_snapshot = None
-
     envs = WorldModelVectorEnv(
-        lambda: NoSnapshots(snapshots=True), PointMassModel(), num_groups=2, group_size=2,
-        fusion=RewardFusion(method="real", seed=0), executor="inline", max_episode_steps=2,
+        lambda: PointMassEnv(reproducible_reset=False),
+        PointMassModel(),
+        num_groups=2,
+        group_size=2,
+        fusion=RewardFusion(method="real", seed=0),
+        executor="inline",
+        max_episode_steps=2,
     )
     envs.reset(seed=0)
     with pytest.warns(RuntimeWarning, match="restore_snapshot"):
@@ -133,7 +134,7 @@ def test_real_failure_mid_episode_spares_the_others() -> None:
 def test_invalid_model_prediction_replays_the_group_for_real() -> None:
     log = CallLog()
     envs = make_envs(log, model=PointMassModel(nan_below=-0.5), method="wm")
-    reset_info, steps = play_round(envs, policy=lambda obs: np.full_like(obs, -1.0))
+    _reset_info, steps = play_round(envs, policy=lambda obs: np.full_like(obs, -1.0))
     info = steps[-1][4]
     invalid = ~info["wm_valid"]
     assert invalid.any()

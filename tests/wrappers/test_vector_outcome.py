@@ -7,7 +7,6 @@ import multiprocessing
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import DictInfoToList
@@ -18,6 +17,7 @@ from testing_env import (
     CallLog,
     TextTaskEnv,
     TextWorldModel,
+    assert_same,
 )
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
@@ -135,10 +135,7 @@ def test_seeding_determinism() -> None:
         obs2, _ = envs.reset()
         runs.append((obs, step, obs2))
         envs.close()
-    (obs_a, step_a, next_a), (obs_b, step_b, next_b) = runs
-    assert data_equivalence(obs_a, obs_b) and data_equivalence(next_a, next_b)
-    for a, b in zip(step_a, step_b, strict=True):
-        assert data_equivalence(a, b, exact=True)
+    assert_same(*runs)
 
 
 def test_round_must_be_reset(envs) -> None:
@@ -166,8 +163,9 @@ def test_failed_execution_is_reported_not_raised(log) -> None:
     assert np.isnan(rewards[1]) and info["advantage"][1] == 0.0
     assert np.isfinite(np.delete(rewards, 1)).all()
     envs.close()
-    envs = make_envs(log, fusion=RewardFusion(method="real", seed=0), fail_action=3,
-                     failed_reward=-1.0)
+    envs = make_envs(
+        log, fusion=RewardFusion(method="real", seed=0), fail_action=3, failed_reward=-1.0
+    )
     envs.reset(seed=0)
     _, rewards, _, _, _ = envs.step(actions)
     assert rewards[1] == -1.0
@@ -202,8 +200,12 @@ def test_methods_real_and_wm(log, method, executed_groups) -> None:
 
 
 def test_out_of_range_scores_are_invalid(log) -> None:
-    envs = make_envs(log, world_model=BanditWorldModel(PAYOFF, bias=5.0), score_range=(0, 1),
-                     fusion=RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0))
+    envs = make_envs(
+        log,
+        world_model=BanditWorldModel(PAYOFF, bias=5.0),
+        score_range=(0, 1),
+        fusion=RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0),
+    )
     envs.reset(seed=0)
     _, rewards, _, _, info = envs.step(envs.action_space.sample())
     assert not info["wm_valid"].any() and info["is_anchor"].all()
@@ -224,7 +226,7 @@ def test_world_model_learns_from_anchors(log) -> None:
     envs = make_envs(log, world_model=world_model)
     envs.reset(seed=0)
     _, _, _, _, info = envs.step(envs.action_space.sample())
-    (contexts, actions, real), = world_model.seen
+    ((_contexts, _actions, real),) = world_model.seen
     np.testing.assert_array_equal(real, info["real_score"][info["is_anchor"]])
     envs.close()
 
@@ -232,8 +234,12 @@ def test_world_model_learns_from_anchors(log) -> None:
 def test_text_spaces() -> None:
     log = CallLog()
     envs = WorldModelVectorEnv(
-        lambda: TextTaskEnv(log), TextWorldModel(), num_groups=3, group_size=2,
-        fusion=RewardFusion(method="real", seed=0), executor="inline",
+        lambda: TextTaskEnv(log),
+        TextWorldModel(),
+        num_groups=3,
+        group_size=2,
+        fusion=RewardFusion(method="real", seed=0),
+        executor="inline",
     )
     obs, _ = envs.reset(seed=0)
     assert isinstance(obs, tuple) and len(obs) == 6 and obs in envs.observation_space
@@ -260,11 +266,7 @@ def test_backends_agree_with_inline(backend) -> None:
         envs.reset(seed=2)
         results.append(envs.step(envs.action_space.sample()))
         envs.close()
-    for a, b in zip(*results, strict=True):
-        if isinstance(a, dict):
-            a = {k: v for k, v in a.items() if k not in ("exec_seconds", "batch")}
-            b = {k: v for k, v in b.items() if k not in ("exec_seconds", "batch")}
-        assert data_equivalence(a, b, exact=True)
+    assert_same(*results)
 
 
 def test_close_releases_everything_and_twice_is_fine() -> None:

@@ -25,11 +25,14 @@ from wmrl_env.executors.env_play import EnvDescription, EnvFactory, EnvJob, EnvP
 __all__ = ["ProcessWorker"]
 
 _SEND_ERRORS = (pickle.PicklingError, TypeError, AttributeError)
+STARTUP_TIMEOUT_S = 300.0
 
 
 def _worker_main(conn: Connection, env_fn_bytes: bytes) -> None:
-    """Child process: serve ``("job", EnvJob)`` and ``("describe", None)`` until ``None``."""
+    """Child process: say ``"ready"``, then serve ``("job", EnvJob)`` and ``("describe", None)``
+    until ``None``."""
     pool = EnvPool(cloudpickle.loads(env_fn_bytes))
+    conn.send("ready")
     try:
         while True:
             try:
@@ -162,6 +165,16 @@ class ProcessWorker:
             self._process.start()
             child.close()
             self._conn = parent
+            # job timeouts start once the child is up: its imports do not count against them
+            try:
+                ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv() == "ready"
+            except (EOFError, OSError):
+                ready = False
+            if not ready:
+                code = self._stop_child()
+                raise _WorkerFailure(
+                    ExecStatus.CRASHED, f"{self._name} did not start (exit code {code})"
+                )
         return self._conn
 
     def _stop_child(self, polite: bool = False) -> int | None:

@@ -80,7 +80,10 @@ def _mlp(inputs: int, outputs: int, hidden: int) -> nn.Module:
     if hidden == 0:
         return nn.Linear(inputs, outputs)
     return nn.Sequential(
-        nn.Linear(inputs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+        nn.Linear(inputs, hidden),
+        nn.Tanh(),
+        nn.Linear(hidden, hidden),
+        nn.Tanh(),
         nn.Linear(hidden, outputs),
     )
 

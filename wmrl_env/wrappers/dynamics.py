@@ -108,7 +108,9 @@ class DynamicsRound(Round):
             return self.setup.starts.job(group, actions=(action,), slot=int(index), env=int(index))
         return EnvJob(actions=(action,), slot=int(index), reset=False, tags={"env": int(index)})
 
-    def _model_step(self, active: np.ndarray, actions: np.ndarray, step_reward: np.ndarray) -> float:
+    def _model_step(
+        self, active: np.ndarray, actions: np.ndarray, step_reward: np.ndarray
+    ) -> float:
         """Move world-model members and anchor shadows one step in one batched call."""
         rows = np.flatnonzero(active & self.model_active)
         if rows.size == 0:

@@ -96,7 +96,9 @@ class OutcomeRound(Round):
         ]
         return self.setup.executor.submit(jobs)
 
-    def _update_world_model(self, contexts: list[Any], actions: list[Any], indices: list[int]) -> None:
+    def _update_world_model(
+        self, contexts: list[Any], actions: list[Any], indices: list[int]
+    ) -> None:
         update = getattr(self.setup.world_model, "update", None)
         ok = [i for i in indices if not self.real.failed[i]]
         if not (self.update_world_model and callable(update) and ok):

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from wmrl_env.fusion import OnlineCalibrator
+from wmrl_env.fusion import KappaEstimator, OnlineCalibrator
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
 
 __all__ = ["WorldModelWrapper"]
@@ -102,6 +102,7 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.kind = task_kind(world_model, task)
         self.anchor_probability = anchor_probability
         self.calibrator = calibrator or OnlineCalibrator(window=8, decay=0.8, min_pairs=8)
+        self.kappa = KappaEstimator(centre=False)
         self.pairs_per_update = pairs_per_update
         self.score_range = score_range
         self.failed_reward = float(failed_reward)
@@ -231,29 +232,41 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         else:
             episode_return = self.failed_reward
         reward = episode_return - episode.paid
-        return observation, reward, terminated, truncated, {
-            **info,
-            **self._weights(episode.executed),
-            "is_anchor": episode.executed,
-            "anchor_probability": self.anchor_probability,
-            "wm_score": episode.wm_return,
-            "wm_valid": episode.wm_valid,
-            "calibrated_score": calibrated,
-            "real_score": real_score,
-            "exec_status": episode.status,
-        }
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            {
+                **info,
+                **self._weights(episode.executed),
+                "is_anchor": episode.executed,
+                "anchor_probability": self.anchor_probability,
+                "wm_score": episode.wm_return,
+                "wm_valid": episode.wm_valid,
+                "calibrated_score": calibrated,
+                "real_score": real_score,
+                "exec_status": episode.status,
+            },
+        )
 
     def _add_pair(self, wm_score: float, real_score: float) -> None:
+        """Buffer an anchor pair; every ``pairs_per_update`` pairs, refit and re-estimate kappa."""
         self._pending.append((wm_score, real_score))
         if len(self._pending) < self.pairs_per_update:
             return
         wm, real = (np.array(values) for values in zip(*self._pending, strict=True))
         self._pending = []
         self.calibrator.update(wm, real)
+        residuals = self.calibrator.cross_fitted_residuals()
+        known = np.isfinite(residuals)
+        self.kappa.update(residuals[known], real[known], np.zeros(int(known.sum())))
 
     def _weights(self, executed: bool) -> dict[str, float]:
-        kappa = 1.0
-        return {"kappa": kappa, "weight": 1.0}
+        """The fusion's weights (kappa on real episodes, 1 elsewhere) normalised to mean 1
+        at the expected anchor share ``p``: the batch formula with ``m / M = p``."""
+        kappa, p = self.kappa.kappa, self.anchor_probability
+        return {"kappa": kappa, "weight": (kappa if executed else 1.0) / (kappa * p + 1.0 - p)}
 
 
 class _RealStep(NamedTuple):

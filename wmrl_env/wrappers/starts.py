@@ -37,7 +37,7 @@ class GroupStarts:
     def job(
         self, group: int, actions: Sequence[Any] = (), slot: int | None = None, **tags: Any
     ) -> EnvJob:
-        """A job that starts a member of ``group`` exactly like the group, then plays ``actions``."""
+        """A job starting a member of ``group`` exactly like the group, then playing ``actions``."""
         return EnvJob(
             actions=tuple(actions),
             seed=int(self.seeds[group]),
@@ -56,7 +56,9 @@ def reset_groups(
 ) -> GroupStarts:
     """Reset one real env per group (concurrently); raise if any reset fails (no start, no task)."""
     jobs = [
-        EnvJob(seed=int(seed), options=options, capture_snapshot=capture_snapshots, tags={"group": g})
+        EnvJob(
+            seed=int(seed), options=options, capture_snapshot=capture_snapshots, tags={"group": g}
+        )
         for g, seed in enumerate(seeds)
     ]
     results = executor.run(jobs)
@@ -76,7 +78,9 @@ def reset_groups(
     )
 
 
-def check_same_starts(starts: GroupStarts, groups: Sequence[int], results: Sequence[ExecResult]) -> int:
+def check_same_starts(
+    starts: GroupStarts, groups: Sequence[int], results: Sequence[ExecResult]
+) -> int:
     """Count real members whose start differs from their group's; warn when any does.
 
     A mismatch means ``reset(seed)`` is not reproducible for this env, so the members of a

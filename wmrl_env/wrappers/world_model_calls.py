@@ -41,7 +41,9 @@ def task_kind(world_model: Any, task: str = "auto") -> TaskKind:
     if task != "auto":
         if not has[task]:
             method = "predict" if task == "outcome" else "predict_step"
-            raise TypeError(f"task={task!r} needs a world model with {method}(), got {world_model!r}")
+            raise TypeError(
+                f"task={task!r} needs a world model with {method}(), got {world_model!r}"
+            )
         return task  # type: ignore[return-value]
     if has["outcome"]:
         return "outcome"
