@@ -14,8 +14,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture
 def examples_on_path(monkeypatch):
+    import torch
+
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    torch = pytest.importorskip("torch", reason="the GRPO and SB3 examples need torch")
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)  # the examples pin one thread for their tiny networks
@@ -35,9 +36,16 @@ def test_grpo_bandit(examples_on_path) -> None:
     assert len(history) == 3 and np.isfinite(history[-1]["true_reward_mean"])
 
 
-@pytest.mark.torch
+@pytest.mark.sb3
 def test_sb3_ppo(examples_on_path) -> None:
-    pytest.importorskip("stable_baselines3", reason="needs the sb3 extra")
     example = importlib.import_module("sb3_ppo")
     args = ["--timesteps", "64", "--num-groups", "2", "--group-size", "4", "--n-steps", "8"]
     assert 0.0 <= example.main(args) <= 1.0
+
+
+def test_docs_example_runs(capsys) -> None:
+    """The first code block of docs/wrappers.md is the page's runnable example."""
+    page = (EXAMPLES.parent / "docs" / "wrappers.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/wrappers.md", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out.startswith("8 ")
