@@ -64,6 +64,7 @@ def test_reset_and_step_shapes_and_dtypes(envs) -> None:
     assert obs in envs.observation_space and obs.shape == (M * G,)
     assert info["group_id"].tolist() == np.repeat(np.arange(M), G).tolist()
     assert info["is_anchor"].dtype == bool and info["is_anchor"].sum() == 2 * G
+    np.testing.assert_array_equal(info["env_info"]["context"], obs)  # the group's reset info
     obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
     assert obs in envs.observation_space
     assert rewards.shape == (M * G,) and rewards.dtype == np.float64

@@ -185,9 +185,11 @@ class WorldModelVectorEnv(VectorEnv):
             self._round = DynamicsRound(setup, self.max_episode_steps, dtype)
         info: dict[str, Any] = {}
         add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=anchors.copy())
-        for i, group in enumerate(self.layout.group_ids):
-            if starts.infos[group]:
-                info["env_info"] = self._add_info(info.get("env_info", {}), starts.infos[group], i)
+        for group, group_info in enumerate(starts.infos):
+            if not group_info:
+                continue
+            for i in range(group * self.group_size, (group + 1) * self.group_size):
+                info["env_info"] = self._add_info(info.get("env_info", {}), group_info, i)
         return self._batch(self.layout.expand(starts.observations)), info
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
