@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 
 import gymnasium as gym
 import numpy as np
@@ -15,6 +16,7 @@ from testing_env import (
     BanditEnv,
     BanditWorldModel,
     CallLog,
+    GenericTestEnv,
     TextTaskEnv,
     TextWorldModel,
     assert_same,
@@ -299,3 +301,26 @@ def test_bad_arguments() -> None:
         WorldModelVectorEnv(lambda: BanditEnv(PAYOFF), BanditWorldModel(PAYOFF), fusion="wmrl")
     with pytest.raises(ValueError, match="score_range"):
         make_envs(score_range=(1.0, 0.0))
+
+
+def test_thread_executor_runs_anchor_members_concurrently() -> None:
+    """Each real step waits until all four members of the group are stepping at once."""
+    barrier = threading.Barrier(4, timeout=30)
+
+    def step(env, action):
+        barrier.wait()
+        return 0, 1.0, True, False, {}
+
+    envs = WorldModelVectorEnv(
+        lambda: GenericTestEnv(gym.spaces.Discrete(1), gym.spaces.Discrete(2), step_func=step),
+        BanditWorldModel(np.ones((1, 2))),
+        num_groups=1,
+        group_size=4,
+        fusion=RewardFusion(method="real", seed=0),
+        executor="thread",
+        num_workers=4,
+    )
+    envs.reset(seed=0)
+    _, rewards, _, _, info = envs.step(np.zeros(4, dtype=np.int64))
+    envs.close()
+    assert (info["exec_status"] == "ok").all() and (rewards == 1.0).all()
