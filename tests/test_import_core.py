@@ -15,6 +15,9 @@ CORE_MODULES = [
     "wmrl_env.cli.main",
     "wmrl_env.fusion",
     "wmrl_env.demo",
+    "wmrl_env.wrappers",
+    "wmrl_env.executors.gym_env",
+    "wmrl_env.utils.args",
 ]
 
 
