@@ -24,6 +24,7 @@ from testing_env import (
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
 from wmrl_env.executors.gym_env import GymEnvExecutor
+from wmrl_env.wrappers.vector import ANCHOR_STREAM
 
 PAYOFF = np.array([[0.0, 0.2, 1.0, 0.5], [0.9, 0.0, 0.1, 0.3], [0.4, 0.6, 0.0, 1.0]])
 M, G = 8, 4
@@ -110,6 +111,7 @@ def test_rewards_equal_the_fusion_output(envs) -> None:
     twin = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
     for seed in range(3):
         envs.reset(seed=seed)
+        twin.reseed([seed, ANCHOR_STREAM])  # reset(seed) reseeds the env's anchor draw
         twin_anchors = twin.select_anchors(np.repeat(np.arange(M), G))
         _, rewards, _, _, info = envs.step(envs.action_space.sample())
         np.testing.assert_array_equal(twin_anchors, info["is_anchor"])
@@ -324,3 +326,13 @@ def test_thread_executor_runs_anchor_members_concurrently() -> None:
     _, rewards, _, _, info = envs.step(np.zeros(4, dtype=np.int64))
     envs.close()
     assert (info["exec_status"] == "ok").all() and (rewards == 1.0).all()
+
+
+def test_same_reset_seed_same_anchors() -> None:
+    anchors = []
+    for _ in range(2):
+        envs = make_envs()
+        anchors.append([envs.reset(seed=s)[1]["is_anchor"] for s in (3, 4, 3)])
+        envs.close()
+    np.testing.assert_array_equal(anchors[0], anchors[1])
+    np.testing.assert_array_equal(anchors[0][0], anchors[0][2])

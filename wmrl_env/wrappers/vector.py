@@ -32,6 +32,8 @@ from wmrl_env.wrappers.world_model_calls import task_kind
 
 __all__ = ["WorldModelVectorEnv"]
 
+ANCHOR_STREAM = 0xA7C  # second word of the anchor draw's seed: independent of the starts
+
 
 class WorldModelVectorEnv(VectorEnv):
     """A vector env of GRPO groups whose rewards come from a world model anchored in reality.
@@ -150,7 +152,8 @@ class WorldModelVectorEnv(VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Start a round: one real reset per group, anchors chosen by the fusion.
 
-        ``seed`` seeds the group starts (same seed, same starts). ``options`` go to every real
+        ``seed`` seeds the group starts and the fusion's anchor draw (same seed, same starts,
+        same anchors). ``options`` go to every real
         reset; ``options["reset_mask"]`` must cover every env (a round is reset as a whole).
         """
         self._check_open()
@@ -164,6 +167,8 @@ class WorldModelVectorEnv(VectorEnv):
                 )
         if seed is not None or self._np_random is None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
+            if seed is not None:  # same seed, same anchors (a stream apart from the starts')
+                self.fusion.reseed([seed, ANCHOR_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
         anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
