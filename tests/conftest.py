@@ -47,6 +47,7 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "transformers": _module_missing("transformers", "transformers"),
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
+    "sb3": _module_missing("stable_baselines3", "sb3"),
     "gpu": _cuda_missing,
     "vllm": _vllm_missing,
     "trl": _module_missing("trl", "trl"),

@@ -31,6 +31,9 @@ CORE_MODULES = [
     "wmrl_env.world_models.vllm_backend",
     "wmrl_env.world_models.tiny_lm",
     "wmrl_env.cli.train_world_model",
+    "wmrl_env.wrappers",
+    "wmrl_env.executors.gym_env",
+    "wmrl_env.utils.args",
 ]
 
 
