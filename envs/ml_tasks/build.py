@@ -22,7 +22,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import as_completed
 from datetime import datetime, timezone
 from typing import Any
@@ -47,18 +47,24 @@ def _pending_jobs(
     programs: Sequence[ProgramSpec],
     timeout_s: float | None,
     data_root: str | None,
+    retry: Collection[str] = (),
 ) -> list[Job]:
-    done = {
-        (row.task_id, row.artifact_hash)
+    """Jobs with no logged result yet, or whose latest result has a status in ``retry``.
+
+    ``error`` rows never count as results: the executor failed, not the program.
+    """
+    latest = {
+        (row.task_id, row.artifact_hash): row.status
         for row in log.iter_rows(run_id=RUN_ID)
-        if row.status != ExecStatus.ERROR.value  # the executor failed, not the program: rerun
+        if row.status != ExecStatus.ERROR.value
     }
     jobs = []
     for task_id in task_ids:
         task = get_task(task_id)
         for spec in programs:
             program = render_program(spec, task.kind)
-            if (task_id, artifact_hash(program)) in done:
+            status = latest.get((task_id, artifact_hash(program)))
+            if status is not None and status not in retry:
                 continue
             jobs.append(
                 task.make_job(
@@ -132,6 +138,7 @@ def build_table(
     programs: Sequence[ProgramSpec] | None = None,
     timeout_s: float | None = None,
     data_root: str | None = None,
+    retry: Collection[str] = (),
     progress: Callable[[str], None] = print,
 ) -> ExecutionTable:
     """Execute every (task, program) pair not yet in the log, then write the table.
@@ -142,13 +149,16 @@ def build_table(
         out_path: where ``<name>.csv.gz`` goes; ``<name>.json`` is written beside it.
         command: the command line that made the table, recorded in its metadata.
         timeout_s: per-program limit (default: each task's own).
+        retry: run a program again when its latest logged status is one of these (e.g.
+            ``("timeout",)`` after the machine stalled); the table keeps the latest run, the
+            log keeps every run.
     """
     programs = list(programs) if programs is not None else all_programs()
     started = time.perf_counter()
     with ExecutionLog(log_path) as log:
-        jobs = _pending_jobs(log, task_ids, programs, timeout_s, data_root)
+        jobs = _pending_jobs(log, task_ids, programs, timeout_s, data_root, retry)
         total = len(task_ids) * len(programs)
-        progress(f"{total - len(jobs)}/{total} executions already logged; running {len(jobs)}")
+        progress(f"{total - len(jobs)}/{total} results kept from the log; running {len(jobs)}")
         with LoggingExecutor(executor, log, run_id=RUN_ID) as logging_executor:
             futures = logging_executor.submit(jobs)
             for done, future in enumerate(as_completed(futures), start=1):

@@ -149,6 +149,20 @@ class ExecutionTable:
     def for_task(self, task_id: str) -> list[TableRow]:
         return [row for row in self.rows if row.task_id == task_id]
 
+    def with_text(self) -> list[dict[str, Any]]:
+        """Every row as a dict plus ``description`` and ``program``: what a world model reads
+        (and, in ``score`` / ``status``, what it learns to predict)."""
+        from .registry import get_task
+
+        return [
+            {
+                **{name: getattr(row, name) for name in TABLE_COLUMNS},
+                "description": get_task(row.task_id).description,
+                "program": row.program(),
+            }
+            for row in self.rows
+        ]
+
     def replay_executor(self) -> ReplayExecutor:
         """A :class:`ReplayExecutor` answering every (task, program) of this table."""
         return ReplayExecutor(

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import math
@@ -150,7 +151,7 @@ class MLTask:
         """Class labels for label-predicting tasks (multiclass), else ``None``."""
         return np.unique(self.y_train) if self.kind == "multiclass" else None
 
-    @property
+    @functools.cached_property
     def description(self) -> str:
         """What the agent (and the world model) reads: the task in plain ASCII text."""
         from .description import describe
@@ -179,6 +180,7 @@ class MLTask:
 
     # ----------------------------------------------------------------------------- export
 
+    @functools.cached_property
     def csv_files(self) -> dict[str, bytes]:
         """``train.csv`` (id, features, target) and ``test.csv`` (id, features), as bytes."""
         names = list(self.dataset.feature_names)
@@ -188,6 +190,11 @@ class MLTask:
             "test.csv": _csv(["id", *names], self.X_test, None),
         }
 
+    @functools.cached_property
+    def _digest(self) -> str:
+        files = self.csv_files
+        return hashlib.sha256(b"".join(files[name] for name in sorted(files))).hexdigest()
+
     def export(self, root: str | os.PathLike[str] | None = None) -> Path:
         """Write the task's files to a read-only directory (reused when already there).
 
@@ -195,14 +202,12 @@ class MLTask:
         stale files, and concurrent exports of the same task are safe.
         """
         root = Path(root) if root is not None else default_data_root()
-        files = self.csv_files()
-        digest = hashlib.sha256(b"".join(files[name] for name in sorted(files))).hexdigest()
-        final = root / f"{self.task_id}-{digest[:16]}"
+        final = root / f"{self.task_id}-{self._digest[:16]}"
         if final.is_dir():
             return final
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{self.task_id}-", dir=root))
-        for name, content in files.items():
+        for name, content in self.csv_files.items():
             (staging / name).write_bytes(content)
             (staging / name).chmod(0o444)
         staging.chmod(0o555)

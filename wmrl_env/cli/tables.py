@@ -27,6 +27,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=float, default=None, help="seconds per program")
     parser.add_argument("--log", default="runs/table_v0.sqlite", help="SQLite execution log")
     parser.add_argument("--out", default=None, help="table path (default: the packaged one)")
+    parser.add_argument(
+        "--retry-timeouts",
+        action="store_true",
+        help="run again every program whose latest logged run timed out (after a machine "
+        "stall); the table keeps the latest run, the log keeps all",
+    )
     parser.set_defaults(func=run)
 
 
@@ -45,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
         command="wmrl " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "wmrl build-tables",
         task_ids=tuple(args.tasks) if args.tasks else ALL_TASKS,
         timeout_s=args.timeout,
+        retry=("timeout",) if args.retry_timeouts else (),
     )
     return 0

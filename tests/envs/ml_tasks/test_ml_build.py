@@ -62,7 +62,7 @@ def test_build_runs_logs_normalises_and_resumes(tmp_path) -> None:
         progress=messages.append,
     )
     assert again.rows == table.rows
-    assert "3/3 executions already logged; running 0" in messages
+    assert "3/3 results kept from the log; running 0" in messages
 
 
 def test_executor_errors_are_not_table_rows_and_are_retried(tmp_path) -> None:

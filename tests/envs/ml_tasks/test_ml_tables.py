@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 
 import pytest
@@ -61,7 +60,7 @@ def test_the_reward_landscape_has_structure(table) -> None:
     best_per_task = {}
     for task_id in ALL_TASKS:
         scores = [row.score for row in table.for_task(task_id) if row.status == "ok"]
-        assert statistics.pstdev(scores) > 0.05, f"{task_id}: programs barely differ"
+        assert max(scores) - min(scores) > 0.1, f"{task_id}: programs barely differ"
         best_per_task[task_id] = max(table.for_task(task_id), key=lambda r: r.score).program_id
     assert len(set(best_per_task.values())) >= 5, "the same program wins almost everywhere"
     statuses = Counter(row.status for row in table.rows)
@@ -92,6 +91,14 @@ def test_summary_markdown_has_a_row_per_task(table) -> None:
     text = summary_markdown(table)
     for task_id in ALL_TASKS:
         assert f"| {task_id} |" in text
+
+
+def test_rows_with_text_for_world_models(table) -> None:
+    rows = table.with_text()
+    assert len(rows) == len(table.rows)
+    first = rows[0]
+    assert first["description"] == get_task(first["task_id"]).description
+    assert artifact_hash(first["program"]) == first["program_hash"]
 
 
 def test_lookup_errors(table) -> None:
