@@ -208,3 +208,12 @@ def test_process_worker_that_cannot_start_is_a_crash_result() -> None:
     with GymEnvExecutor(_UnloadableFactory(), backend="process", num_workers=1) as executor:
         (result,) = executor.run([EnvJob(actions=(0,), seed=0)])
     assert result.status is ExecStatus.CRASHED and "did not start" in result.message
+
+
+def test_an_env_reporting_its_execution_seconds_is_charged_them() -> None:
+    def step(env, action):
+        return 0, 1.0, True, False, {"exec_seconds": 7.5}
+
+    with GymEnvExecutor(lambda: GenericTestEnv(step_func=step), backend="inline") as executor:
+        [result] = executor.run([EnvJob(actions=(0,), seed=0)])
+    assert result.ok and result.exec_seconds == 7.5 and result.wall_seconds < 7.5

@@ -29,7 +29,12 @@ import gymnasium as gym
 
 from wmrl_env.executors.base import ExecResult, ExecStatus, new_job_id
 
-__all__ = ["EnvDescription", "EnvJob", "EnvPool", "play"]
+__all__ = ["REPORTED_SECONDS", "EnvDescription", "EnvJob", "EnvPool", "play"]
+
+REPORTED_SECONDS = "exec_seconds"
+"""An env whose every step's ``info`` carries this key (seconds of real execution, e.g. a
+sandboxed program's run or a replayed table's recorded time) is charged that instead of the
+wall clock of its steps."""
 
 EnvFactory = Callable[[], gym.Env]
 
@@ -157,9 +162,13 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
         else:
             observation, info = None, {}
         terminated = truncated = False
+        reported: list[float] = []  # the real cost each step's info claims, if it does
         for index, action in enumerate(job.actions):
             where = f"step {index}"
             observation, reward, terminated, truncated, info = env.step(action)
+            cost = info.get(REPORTED_SECONDS) if isinstance(info, dict) else None
+            if isinstance(cost, (int, float)) and math.isfinite(cost) and cost >= 0:
+                reported.append(float(cost))
             reward = float(reward)
             if not math.isfinite(reward):
                 raise _NonFinite(f"{where} returned reward {reward}")
@@ -182,12 +191,15 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
         truncated=bool(truncated),
     )
     seconds = time.perf_counter() - start
+    # an env that reports its own execution cost (a sandboxed program, a replayed table) is
+    # charged that; otherwise the wall clock of its steps
+    charged = math.fsum(reported) if reported and len(reported) == len(rewards) else seconds
     result = ExecResult(
         job_id=job.job_id,
         status=ExecStatus.OK,
         score=math.fsum(rewards) if job.actions else math.nan,
         wall_seconds=seconds,
-        exec_seconds=seconds,
+        exec_seconds=charged,
         metadata=metadata,
     )
     return result, not (terminated or truncated)

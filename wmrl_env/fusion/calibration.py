@@ -293,6 +293,10 @@ class OnlineCalibrator:
             chosen, fallback, reason, cross_fitted, ws.size, window.num_groups, rho
         )
 
+    def window_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The (world-model score, real score) pairs in the window, sorted by score."""
+        return self._window.scores.copy(), self._window.reals.copy()
+
     def cross_fitted_residuals(self) -> np.ndarray:
         """Residuals ``r - f_{-fold}(s)`` of the pairs added by the last :meth:`update`.
 

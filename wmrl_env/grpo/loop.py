@@ -177,6 +177,7 @@ def _log_row(
         "episode_steps": len(rollout.infos),
         "loss": loss,
         **stats,
+        "fusion": batch,  # every batch diagnostic of the round's last step
     }
 
 

@@ -50,6 +50,10 @@ _CONFIG_FILE = "embedding_regressor.json"
 _PAIRS_FILE = "pairs.npz"
 
 
+ERROR_MODEL_REFRESH = 0.25
+"""Refit the uncertainty model when the training pairs have grown by this share."""
+
+
 class EmbeddingRegressor:
     """Predicts execution scores from sentence embeddings; learns online from anchors.
 
@@ -90,6 +94,7 @@ class EmbeddingRegressor:
         self._scores = np.zeros(0)
         self._head: Any = None
         self._error_model: ErrorModel | None = None
+        self._error_model_pairs = 0  # pairs the error model was fitted on
         self._fallback_std = 0.0
 
     # ------------------------------------------------------------------ learning
@@ -155,10 +160,15 @@ class EmbeddingRegressor:
         template = make_head(self.head_name, self.seed)
         self._head = fit_head(template, X, y)
         self._fallback_std = float(np.std(y))
-        self._error_model = None
-        if X.shape[0] >= 2 * self.n_folds:
+        # the cross-fitted error model costs n_folds more fits: refresh it only when the data
+        # has grown by ERROR_MODEL_REFRESH since it was fitted (online updates add a few pairs)
+        stale = X.shape[0] >= (1 + ERROR_MODEL_REFRESH) * self._error_model_pairs
+        if X.shape[0] < 2 * self.n_folds:
+            self._error_model, self._error_model_pairs = None, 0
+        elif self._error_model is None or stale:
             oof = cross_fitted_predictions(template, X, y, None, self.n_folds, self.seed)
             self._error_model = ErrorModel().fit(X, y - oof)
+            self._error_model_pairs = X.shape[0]
 
     # ---------------------------------------------------------------- prediction
     def predict(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> Prediction:

@@ -1,0 +1,68 @@
+"""The benchmark's world model: the embedding regressor reading structured actions as code.
+
+The policy acts in the structured program space; the world model reads what the sandbox
+would run, the program text rendered for the task. It is fitted on the execution table of
+the *train* tasks only, so on the held-out tasks it is an honest, imperfect predictor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.world_models.base import Prediction
+
+
+class ProgramWorldModel:
+    """Adapts a text world model (``predict(contexts, texts)``) to structured actions.
+
+    Args:
+        text_model: e.g. an :class:`~wmrl_env.world_models.EmbeddingRegressor`.
+        kind_of: task description -> task kind (``"binary"``, ``"multiclass"``, ...).
+    """
+
+    def __init__(self, text_model: Any, kind_of: dict[str, str]) -> None:
+        self.text_model = text_model
+        self.kind_of = kind_of
+
+    def _texts(self, contexts: Sequence[str], actions: Sequence[Any]) -> list[str]:
+        from wmrl_env.envs.ml_tasks import ProgramSpec, render_program
+
+        if len(contexts) != len(actions):
+            raise ValueError(f"{len(contexts)} contexts but {len(actions)} actions")
+        return [
+            render_program(ProgramSpec.from_action(action), self.kind_of[context])
+            for context, action in zip(contexts, actions, strict=True)
+        ]
+
+    def predict(self, contexts: Sequence[str], actions: Sequence[Any]) -> Prediction:
+        return self.text_model.predict(list(contexts), self._texts(contexts, actions))
+
+    def update(self, contexts: Sequence[str], actions: Sequence[Any], real: np.ndarray) -> None:
+        self.text_model.update(list(contexts), self._texts(contexts, actions), real)
+
+
+def train_pairs(train_tasks: Sequence[str]) -> tuple[list[str], list[str], np.ndarray]:
+    """(description, program text, score) of every table row of ``train_tasks``; a failed
+    program scores 0, the reward the env gives it."""
+    from wmrl_env.envs.ml_tasks import load_table
+
+    rows = [row for row in load_table().with_text() if row["task_id"] in set(train_tasks)]
+    scores = np.array([row["score"] if row["status"] == "ok" else 0.0 for row in rows])
+    return [r["description"] for r in rows], [r["program"] for r in rows], scores
+
+
+def default_world_model(encoder: Any = None) -> ProgramWorldModel:
+    """An embedding regressor fitted on the train tasks' execution table.
+
+    Pass one shared ``encoder`` to several models: its embedding cache then serves them all.
+    """
+    from wmrl_env.envs.ml_tasks import ALL_TASKS, TRAIN_TASKS, get_task
+    from wmrl_env.world_models import EmbeddingRegressor
+
+    regressor = EmbeddingRegressor(encoder=encoder)
+    regressor.fit(*train_pairs(TRAIN_TASKS))
+    kind_of = {get_task(t).description: get_task(t).kind for t in ALL_TASKS}
+    return ProgramWorldModel(regressor, kind_of)
