@@ -8,5 +8,6 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-system.sh
 bash scripts/setup.sh all,dev
+bash scripts/setup-robotics.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 exec .venv/bin/python -m pytest --timeout=900 "$@"

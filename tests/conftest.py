@@ -31,12 +31,25 @@ def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
     return check
 
 
+def _libero_missing() -> str | None:
+    from wmrl_env.envs.libero import PYTHON_VARIABLE, find_libero_python
+
+    python = find_libero_python()
+    if python is None or not python.is_file():
+        return (
+            f"no LIBERO interpreter (${PYTHON_VARIABLE} or .venv-libero/bin/python): "
+            "run `bash scripts/setup-robotics.sh`"
+        )
+    return None
+
+
 # marker -> a check returning None when usable, else the reason to skip
 MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "torch": _module_missing("torch", "torch"),
     "transformers": _module_missing("transformers", "transformers"),
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
+    "libero": _libero_missing,
     "gpu": _cuda_missing,
 }
 

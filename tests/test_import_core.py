@@ -13,6 +13,9 @@ CORE_MODULES = [
     "wmrl_env.executors",
     "wmrl_env.world_models",
     "wmrl_env.cli.main",
+    "wmrl_env.envs.remote",
+    "wmrl_env.envs.robosuite",
+    "wmrl_env.envs.libero",
 ]
 
 
