@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from helpers import assert_bitwise_equal, rollout
+from robotics_helpers import assert_bitwise_equal, rollout
 
 pytestmark = pytest.mark.robosuite
 
