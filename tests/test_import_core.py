@@ -13,6 +13,8 @@ CORE_MODULES = [
     "wmrl_env.executors",
     "wmrl_env.world_models",
     "wmrl_env.cli.main",
+    "wmrl_env.fusion",
+    "wmrl_env.demo",
     "wmrl_env.envs.remote",
     "wmrl_env.envs.robosuite",
     "wmrl_env.envs.libero",
