@@ -18,6 +18,7 @@ CORE_MODULES = [
     "wmrl_env.envs.remote",
     "wmrl_env.envs.robosuite",
     "wmrl_env.envs.libero",
+    "wmrl_env.world_models.dynamics",
 ]
 
 
