@@ -31,6 +31,7 @@ _PASS_THROUGH = (
     ValueError,
 )
 _STDERR_TAIL = 4000
+_SNAPSHOT_METHODS = ("get_snapshot", "restore_snapshot")
 
 
 class RemoteEnvError(RuntimeError):
@@ -58,8 +59,8 @@ class SubprocessEnv(gym.Env):
     environment and is driven from the main one through this class. The worker interpreter
     needs ``wmrl-env`` (core) and whatever the environment needs.
 
-    ``reset``, ``step``, ``render``, ``close`` and, when the remote environment has them,
-    ``get_snapshot`` / ``restore_snapshot`` are forwarded; :meth:`call` reaches any other
+    ``reset``, ``step``, ``render``, ``close`` and, exactly when the remote environment has
+    them, ``get_snapshot`` / ``restore_snapshot`` are forwarded; :meth:`call` reaches any other
     method or attribute. ``step_async`` / ``step_wait`` (and ``call_async`` / ``call_wait``)
     let several workers run at once. Arrays cross the pipe as bytes (see
     :mod:`~wmrl_env.envs.remote.protocol`), so NumPy versions may differ between the two
@@ -238,19 +239,14 @@ class SubprocessEnv(gym.Env):
     def render(self) -> Any:
         return self.call("render")
 
-    def _require_remote(self, method: str) -> None:
-        if method not in self._remote_methods:
-            raise NotImplementedError(f"{self.entry_point} has no {method}()")
-
-    def get_snapshot(self) -> Any:
-        """The remote env's :meth:`get_snapshot` (plain data)."""
-        self._require_remote("get_snapshot")
-        return self.call("get_snapshot")
-
-    def restore_snapshot(self, snapshot: Any) -> tuple[Any, dict[str, Any]]:
-        """The remote env's :meth:`restore_snapshot`."""
-        self._require_remote("restore_snapshot")
-        return tuple(self.call("restore_snapshot", snapshot))
+    def __getattr__(self, name: str) -> Any:
+        # get_snapshot / restore_snapshot exist here exactly when the remote env has them, so
+        # hasattr() tells callers (WorldModelVectorEnv) whether exact group starts are possible
+        if name in _SNAPSHOT_METHODS and name in self.__dict__.get("_remote_methods", ()):
+            if name == "get_snapshot":
+                return lambda: self.call("get_snapshot")
+            return lambda snapshot: tuple(self.call("restore_snapshot", snapshot))
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def close(self, timeout: float = 60.0) -> None:
         """Close the remote environment and wait for the worker to exit (idempotent)."""

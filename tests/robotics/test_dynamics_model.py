@@ -102,6 +102,14 @@ def test_disagreement_grows_off_the_training_data(fitted) -> None:
     assert np.median(outside) > 5 * np.median(inside), (np.median(outside), np.median(inside))
 
 
+def test_rewards_stay_in_the_range_of_the_data(fitted) -> None:
+    model, _ = fitted
+    obs, act, *_ = linear_system(100, seed=12)
+    far = model.predict_step(obs * 50.0, act * 50.0).rewards
+    train_rewards = linear_system(2000, seed=0)[3]
+    assert far.min() >= train_rewards.min() and far.max() <= train_rewards.max()
+
+
 def test_imagine_chains_steps_and_terminations_stick(fitted) -> None:
     model, _ = fitted
     obs, _, *_ = linear_system(6, seed=7)

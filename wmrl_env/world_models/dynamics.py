@@ -11,9 +11,10 @@ binary reward), as in PETS / MBPO:
 * a held-out split (``validation_fraction``) scores every epoch; training stops when no member
   improved for ``patience`` epochs and each member keeps its best weights;
 * :meth:`~EnsembleDynamicsModel.predict_step` answers a whole batch in one call with the
-  ensemble mean (deterministic); its ``std`` is the members' *disagreement* (std across
-  members of their predicted means, in normalised units, averaged over outputs): the epistemic
-  uncertainty, high off the data the model has seen;
+  ensemble mean (deterministic; rewards clipped to the range seen in the training data, so a
+  model queried far off its data cannot invent rewards); its ``std`` is the members'
+  *disagreement* (std across members of their predicted means, in normalised units, averaged
+  over outputs): the epistemic uncertainty, high off the data the model has seen;
 * :meth:`~EnsembleDynamicsModel.update` adds real transitions (the anchor groups') and refits,
   warm-started; :meth:`~EnsembleDynamicsModel.imagine` rolls out a batch open-loop.
 
@@ -248,6 +249,7 @@ class EnsembleDynamicsModel:
         )
         self._input_stats: tuple[np.ndarray, np.ndarray] | None = None
         self._target_stats: tuple[np.ndarray, np.ndarray] | None = None
+        self._reward_range = (-np.inf, np.inf)
 
     @property
     def is_fitted(self) -> bool:
@@ -277,6 +279,7 @@ class EnsembleDynamicsModel:
         targets = np.concatenate([nxt - obs, rew[:, None]], axis=1)
         self._input_stats = _standardiser(inputs)
         self._target_stats = _standardiser(targets)
+        self._reward_range = (float(rew.min()), float(rew.max()))
         x = (inputs - self._input_stats[0]) / self._input_stats[1]
         y = (targets - self._target_stats[0]) / self._target_stats[1]
         return self._train(x, y, term.astype(np.float64))
@@ -412,7 +415,7 @@ class EnsembleDynamicsModel:
         next_obs = (obs + centre[:, :-1]).astype(np.asarray(observations).dtype, copy=False)
         return StepPrediction(
             next_observations=next_obs,
-            rewards=centre[:, -1],
+            rewards=np.clip(centre[:, -1], *self._reward_range),
             terminations=probability > self.config.termination_threshold,
             std=disagreement,
             valid=np.isfinite(centre).all(axis=1),
@@ -462,6 +465,7 @@ class EnsembleDynamicsModel:
             "network": self._network.state_dict(),
             "input_stats": self._input_stats,
             "target_stats": self._target_stats,
+            "reward_range": self._reward_range,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -472,6 +476,7 @@ class EnsembleDynamicsModel:
             )
         self._network.load_state_dict(state["network"])
         self._input_stats, self._target_stats = state["input_stats"], state["target_stats"]
+        self._reward_range = tuple(state["reward_range"])
 
 
 def _nll(torch, mean, log_var, target, logit, term):
