@@ -147,6 +147,21 @@ class ZeroImageWorldModel(torch.nn.Module):
         return nxt, torch.zeros(n)
 
 
+class FlatCameraObservations(gym.wrappers.FlattenObservation):
+    """Flat camera observations for the vector env, with snapshots that flatten too.
+
+    (Reaching ``restore_snapshot`` through ``get_wrapper_attr`` would skip this wrapper's
+    observation transform, so the wrapper offers the two methods itself.)
+    """
+
+    def get_snapshot(self) -> Any:
+        return self.env.get_wrapper_attr("get_snapshot")()
+
+    def restore_snapshot(self, snapshot: Any) -> tuple[np.ndarray, dict]:
+        observation, info = self.env.get_wrapper_attr("restore_snapshot")(snapshot)
+        return self.observation(observation), info
+
+
 def timing_setups(args: argparse.Namespace) -> dict[str, Any]:
     from wmrl_env.envs.libero import make_libero_env
     from wmrl_env.envs.robosuite import RobosuiteEnv
@@ -167,7 +182,7 @@ def timing_setups(args: argparse.Namespace) -> dict[str, Any]:
         env = make_libero_env(
             suite="libero_10", task_id=0, horizon=steps, observation_mode="camera", camera_size=128
         )
-        return ActionChunking(gym.wrappers.FlattenObservation(env), chunk)
+        return ActionChunking(FlatCameraObservations(env), chunk)
 
     lift_model = EnsembleDynamicsModel(60, chunk * 7, EnsembleConfig(ensemble_size=5, seed=0))
     rng = np.random.default_rng(0)

@@ -95,10 +95,14 @@ def make_env(args: Args) -> gym.Env:
 
 
 def instruction_of(env: gym.Env) -> str:
-    try:
-        return str(env.get_wrapper_attr("call")("instruction"))
-    except AttributeError:
-        return "lift the red cube"
+    """The task's instruction: an attribute of LiberoEnv, a remote call through the bridge."""
+    for read in (lambda: env.get_wrapper_attr("instruction"),
+                 lambda: env.get_wrapper_attr("call")("instruction")):  # fmt: skip
+        try:
+            return str(read())
+        except AttributeError:
+            continue
+    return "lift the red cube"
 
 
 def real_episodes(env: gym.Env, policy: Any, episodes: int, seed: int, mean: bool) -> dict:
