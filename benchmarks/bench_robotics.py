@@ -241,30 +241,33 @@ def timing_benchmark(args: argparse.Namespace) -> None:
             print(row, flush=True)
             rows.append(row)
     write_csv(args.out / "grpo_step_seconds.csv", rows)
-    fig, ax = small_figure()
+    plot_timing(args.out)
+
+
+def plot_timing(out: Path) -> None:
+    """One panel per setup (their scales differ by 30x), from ``grpo_step_seconds.csv``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(out / "grpo_step_seconds.csv") as stream:
+        rows = list(csv.DictReader(stream))
     setups = list(dict.fromkeys(r["setup"] for r in rows))
-    for offset, method in ((-0.2, "real"), (0.2, "wmrl")):
-        values = [
-            next(
-                r["seconds_per_grpo_step"]
-                for r in rows
-                if r["setup"] == s and r["method"] == method
-            )
-            for s in setups
-        ]
-        label = "all real" if method == "real" else "WMRL"
-        bars = ax.bar(np.arange(len(setups)) + offset, values, width=0.4, label=label)
+    fig, axes = plt.subplots(1, len(setups), figsize=(5.6, 3.0), dpi=90, squeeze=False)
+    for ax, setup in zip(axes[0], setups, strict=True):
+        mine = {r["method"]: r for r in rows if r["setup"] == setup}
+        values = [float(mine[m]["seconds_per_grpo_step"]) for m in ("real", "wmrl")]
+        labels = [f"all real\n{mine['real']['real_trajectories']} real", f"WMRL\n"
+                  f"{mine['wmrl']['real_trajectories']} real"]  # fmt: skip
+        bars = ax.bar(labels, values, color=["tab:blue", "tab:orange"])
         ax.bar_label(bars, fmt="%.1f s", fontsize=8)
-    ax.set_xticks(range(len(setups)), setups, fontsize=8)
-    ax.set_ylabel("seconds per GRPO step")
-    ax.set_title(
-        f"{args.num_groups} groups x {args.group_size}, {args.episode_chunks} chunks of "
-        f"{args.chunk_size}",
-        fontsize=10,
-    )
-    ax.legend(fontsize=8)
+        ax.set_title(setup, fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.set_ylim(0, max(values) * 1.2)
+    axes[0][0].set_ylabel("seconds per GRPO step")
     fig.tight_layout()
-    fig.savefig(args.out / "grpo_step_seconds.png")
+    fig.savefig(out / "grpo_step_seconds.png")
 
 
 # ----------------------------------------------------------------- success over training
@@ -310,7 +313,7 @@ def success_benchmark(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("which", choices=["horizon", "timing", "success"])
+    parser.add_argument("which", choices=["horizon", "timing", "timing-plot", "success"])
     parser.add_argument("--out", type=Path, default=FIGURES)
     parser.add_argument("--episodes", type=int, default=24, help="horizon: training episodes")
     parser.add_argument("--held-out", type=int, default=4, help="horizon: held-out episodes")
@@ -331,9 +334,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # small models; threads only contend on a 2-core machine
-    {"horizon": horizon_benchmark, "timing": timing_benchmark, "success": success_benchmark}[
-        args.which
-    ](args)
+    commands = {
+        "horizon": horizon_benchmark,
+        "timing": timing_benchmark,
+        "timing-plot": lambda a: plot_timing(a.out),
+        "success": success_benchmark,
+    }
+    commands[args.which](args)
 
 
 if __name__ == "__main__":
