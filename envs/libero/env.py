@@ -7,11 +7,11 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+
 from wmrl_env.envs.libero.config import ensure_libero_config
 from wmrl_env.envs.robosuite import snapshot as snapshots
 from wmrl_env.envs.robosuite.actions import checked_action
 from wmrl_env.envs.robosuite.observations import flatten_state, state_keys
-
 from wmrl_env.utils.imports import require
 
 __all__ = ["CAMERAS", "LiberoEnv"]

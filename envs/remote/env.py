@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+
 from wmrl_env.envs.remote.protocol import FORWARDED_METHODS, decode, encode, space_from_spec
 
 __all__ = ["RemoteEnvError", "SubprocessEnv", "WorkerDiedError", "step_all"]

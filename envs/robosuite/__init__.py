@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import gymnasium as gym
+
 from wmrl_env.envs.robosuite.env import RobosuiteEnv
 from wmrl_env.envs.robosuite.snapshot import restore_snapshot, take_snapshot
 

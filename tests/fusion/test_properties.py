@@ -45,8 +45,10 @@ def test_weights_positive_mean_one_and_advantages_centred(batch, method, scaling
     assert np.all(np.isfinite(out.advantages))
     if method != "wm":  # "wm" ignores real executions altogether
         assert np.all(out.advantages[failed] == 0)
-    per_group = GroupIndex.from_ids(group_ids).sum(out.advantages)
-    assert np.allclose(per_group, 0.0, atol=1e-9 * (1 + np.abs(out.advantages).max()))
+    groups = GroupIndex.from_ids(group_ids)
+    # relative to the group's own magnitude: scaling tiny centred rewards magnifies rounding
+    magnitude = groups.sum(np.abs(out.advantages))
+    assert np.all(np.abs(groups.sum(out.advantages)) <= 1e-6 * magnitude + 1e-12)
 
 
 @settings(max_examples=150, deadline=None)

@@ -11,7 +11,6 @@ import pytest
 from scipy.stats import spearmanr
 
 from wmrl_env.fusion import RewardFusion
-from wmrl_env.fusion.calibration import fit_isotonic_sorted
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.synthetic import SyntheticWorld
 
@@ -32,28 +31,11 @@ def mean_and_se(values) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(values.size))
 
 
-def oracle_kappa(world: SyntheticWorld, rng, batches: int = 200) -> float:
-    """kappa with the population calibration map E[r | s] (isotonic on ~10^6 pairs)."""
-    fit = [world.sample(rng) for _ in range(batches)]
-    s = np.concatenate([b.wm_scores for b in fit])
-    r = np.concatenate([b.real_scores for b in fit])
-    order = np.argsort(s)
-    f = fit_isotonic_sorted(s[order], r[order], np.ones(s.size))
-    residual_ss = real_ss = 0.0
-    for batch in (world.sample(rng) for _ in range(batches)):
-        groups = GroupIndex.from_ids(batch.group_ids)
-        e = groups.centre(batch.real_scores - f(batch.wm_scores))
-        r_c = groups.centre(batch.real_scores)
-        residual_ss += e @ e
-        real_ss += r_c @ r_c
-    return 1.0 + residual_ss / real_ss
-
-
 @pytest.mark.parametrize("wm_noise", [0.02, 0.1, 0.2])
 def test_kappa_tracks_the_oracle_ratio(wm_noise: float) -> None:
     world = SyntheticWorld(num_groups=512, group_size=8, wm_noise=wm_noise)
     rng = np.random.default_rng(7)
-    oracle = oracle_kappa(world, rng)
+    oracle = world.oracle_kappa(rng)
     per_replication = []
     for seed in range(20):
         fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=seed)

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+
 from wmrl_env.envs.remote import RemoteEnvError, SubprocessEnv, WorkerDiedError, step_all
 
 CARTPOLE = "gymnasium.envs.classic_control:CartPoleEnv"

@@ -159,3 +159,26 @@ def test_seeding_determinism() -> None:
 def test_needs_box_observations_and_an_episode_limit() -> None:
     with pytest.raises(ValueError, match="max_episode_steps"):
         WorldModelVectorEnv(PointMassEnv, PointMassModel(), executor="inline")
+
+
+def test_real_envs_kept_alive_are_bounded_by_one_rounds_anchors() -> None:
+    created = []
+
+    def env_fn():
+        created.append(1)
+        return PointMassEnv()
+
+    envs = WorldModelVectorEnv(
+        env_fn,
+        PointMassModel(),
+        num_groups=M,
+        group_size=G,
+        executor="inline",
+        fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0),
+        max_episode_steps=2,
+    )
+    for seed in range(6):
+        play_round(envs, seed=seed)
+    envs.close()
+    anchor_members = (M // 2) * G
+    assert len(created) <= anchor_members + 1  # one slot env per anchor member, one for resets

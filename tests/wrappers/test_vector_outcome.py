@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 
 import gymnasium as gym
 import numpy as np
@@ -15,6 +16,7 @@ from testing_env import (
     BanditEnv,
     BanditWorldModel,
     CallLog,
+    GenericTestEnv,
     TextTaskEnv,
     TextWorldModel,
     assert_same,
@@ -22,6 +24,7 @@ from testing_env import (
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
 from wmrl_env.executors.gym_env import GymEnvExecutor
+from wmrl_env.wrappers.vector import ANCHOR_STREAM
 
 PAYOFF = np.array([[0.0, 0.2, 1.0, 0.5], [0.9, 0.0, 0.1, 0.3], [0.4, 0.6, 0.0, 1.0]])
 M, G = 8, 4
@@ -64,6 +67,7 @@ def test_reset_and_step_shapes_and_dtypes(envs) -> None:
     assert obs in envs.observation_space and obs.shape == (M * G,)
     assert info["group_id"].tolist() == np.repeat(np.arange(M), G).tolist()
     assert info["is_anchor"].dtype == bool and info["is_anchor"].sum() == 2 * G
+    np.testing.assert_array_equal(info["env_info"]["context"], obs)  # the group's reset info
     obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
     assert obs in envs.observation_space
     assert rewards.shape == (M * G,) and rewards.dtype == np.float64
@@ -107,6 +111,7 @@ def test_rewards_equal_the_fusion_output(envs) -> None:
     twin = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
     for seed in range(3):
         envs.reset(seed=seed)
+        twin.reseed([seed, ANCHOR_STREAM])  # reset(seed) reseeds the env's anchor draw
         twin_anchors = twin.select_anchors(np.repeat(np.arange(M), G))
         _, rewards, _, _, info = envs.step(envs.action_space.sample())
         np.testing.assert_array_equal(twin_anchors, info["is_anchor"])
@@ -298,3 +303,36 @@ def test_bad_arguments() -> None:
         WorldModelVectorEnv(lambda: BanditEnv(PAYOFF), BanditWorldModel(PAYOFF), fusion="wmrl")
     with pytest.raises(ValueError, match="score_range"):
         make_envs(score_range=(1.0, 0.0))
+
+
+def test_thread_executor_runs_anchor_members_concurrently() -> None:
+    """Each real step waits until all four members of the group are stepping at once."""
+    barrier = threading.Barrier(4, timeout=30)
+
+    def step(env, action):
+        barrier.wait()
+        return 0, 1.0, True, False, {}
+
+    envs = WorldModelVectorEnv(
+        lambda: GenericTestEnv(gym.spaces.Discrete(1), gym.spaces.Discrete(2), step_func=step),
+        BanditWorldModel(np.ones((1, 2))),
+        num_groups=1,
+        group_size=4,
+        fusion=RewardFusion(method="real", seed=0),
+        executor="thread",
+        num_workers=4,
+    )
+    envs.reset(seed=0)
+    _, rewards, _, _, info = envs.step(np.zeros(4, dtype=np.int64))
+    envs.close()
+    assert (info["exec_status"] == "ok").all() and (rewards == 1.0).all()
+
+
+def test_same_reset_seed_same_anchors() -> None:
+    anchors = []
+    for _ in range(2):
+        envs = make_envs()
+        anchors.append([envs.reset(seed=s)[1]["is_anchor"] for s in (3, 4, 3)])
+        envs.close()
+    np.testing.assert_array_equal(anchors[0], anchors[1])
+    np.testing.assert_array_equal(anchors[0][0], anchors[0][2])

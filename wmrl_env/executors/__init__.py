@@ -13,6 +13,9 @@ from wmrl_env.executors.base import (
     Job,
     Scorer,
 )
+from wmrl_env.executors.limits import SandboxLimits
+from wmrl_env.executors.local import LocalSandbox, SandboxUnavailableError
+from wmrl_env.executors.scoring import JsonScore, apply_scorer
 
 __all__ = [
     "BaseExecutor",
@@ -22,5 +25,10 @@ __all__ = [
     "ExecutorClosedError",
     "InvalidOutputError",
     "Job",
+    "JsonScore",
+    "LocalSandbox",
+    "SandboxLimits",
+    "SandboxUnavailableError",
     "Scorer",
+    "apply_scorer",
 ]

@@ -192,7 +192,12 @@ class BaseExecutor(abc.ABC, Generic[J]):
         return self._submit(jobs)
 
     def run(self, jobs: Sequence[J]) -> list[ExecResult]:
-        return [future.result() for future in self.submit(jobs)]
+        futures = self.submit(jobs)
+        try:
+            return [future.result() for future in futures]
+        except KeyboardInterrupt:
+            self.close()  # Ctrl-C: kill the jobs that run, release workers and containers
+            raise
 
     def close(self) -> None:
         if not self._closed:

@@ -50,7 +50,8 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
         num_workers: threads or processes; default ``min(32, cpu_count + 4)`` threads or
             ``cpu_count`` processes.
         timeout_s: default per-job wall-clock limit (process backend only).
-        start_method: multiprocessing start method of the process backend.
+        start_method: multiprocessing start method of the process backend; default
+            ``"forkserver"`` (fast worker starts) where available, else ``"spawn"``.
     """
 
     def __init__(
@@ -59,7 +60,7 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
         backend: Backend = "thread",
         num_workers: int | None = None,
         timeout_s: float | None = None,
-        start_method: str = "spawn",
+        start_method: str | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

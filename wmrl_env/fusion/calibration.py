@@ -91,6 +91,18 @@ class TieBreak:
         return cls(relative_size * span, float(s.mean()), float(s.std()) or 1.0)
 
 
+def run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Indices where a run of equal values begins in a sorted array.
+
+    >>> run_starts(np.array([1.0, 1.0, 2.0, 3.0, 3.0])).tolist()
+    [0, 2, 3]
+    """
+    changes = np.empty(ordered.size, dtype=bool)
+    changes[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=changes[1:])
+    return np.flatnonzero(changes)
+
+
 def fit_isotonic_sorted(
     s: np.ndarray, r: np.ndarray, w: np.ndarray, tie: TieBreak | None = None
 ) -> CalibrationMap:
@@ -99,7 +111,7 @@ def fit_isotonic_sorted(
     Tied scores are pooled first (as scikit-learn does), then pool-adjacent-violators runs on
     the distinct scores, and only the ends of each fitted block are kept as knots.
     """
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    starts = run_starts(s)
     if starts.size == s.size:  # no ties: nothing to pool
         x, pooled, weight = s, r, w
     else:
@@ -110,7 +122,8 @@ def fit_isotonic_sorted(
     first, last = fit.blocks[:-1], fit.blocks[1:] - 1
     knots_x = np.column_stack([x[first], x[last]]).ravel()
     knots_y = np.repeat(fit.x[first], 2)
-    keep = np.r_[True, knots_x[1:] != knots_x[:-1]]
+    keep = np.ones(knots_x.size, dtype=bool)
+    keep[1:] = knots_x[1:] != knots_x[:-1]
     tie = tie or TieBreak.for_data(s, r, 1e-3)
     return CalibrationMap("isotonic", knots_x[keep], knots_y[keep], tie.scale, tie.mean, tie.std)
 
@@ -142,8 +155,8 @@ def average_ranks(values: np.ndarray, order: np.ndarray | None = None) -> np.nda
     """
     order = np.argsort(values, kind="stable") if order is None else order
     ordered = values[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], values.size]
+    starts = run_starts(ordered)
+    ends = np.append(starts[1:], values.size)
     ranks = np.empty(values.size)
     ranks[order] = np.repeat((starts + ends - 1) / 2.0, ends - starts)
     return ranks
@@ -230,6 +243,7 @@ class OnlineCalibrator:
         self._fitted = False  # whether ``map`` came from data, i.e. a "previous map" exists
         self._window = SortedPairWindow(window)
         self._last_residuals = np.empty(0)
+        self._warned_constant = False
 
     def transform(self, scores: np.ndarray) -> np.ndarray:
         """Calibrated scores under the current map."""
@@ -280,7 +294,10 @@ class OnlineCalibrator:
         )
 
     def cross_fitted_residuals(self) -> np.ndarray:
-        """Residuals ``r - f_{-fold}(s)`` of the pairs added by the last :meth:`update`."""
+        """Residuals ``r - f_{-fold}(s)`` of the pairs added by the last :meth:`update`.
+
+        NaN for a pair whose fold had no out-of-sample map yet (too little data): leave
+        those out of any error estimate."""
         return self._last_residuals.copy()
 
     def state_dict(self) -> dict[str, Any]:
@@ -318,7 +335,9 @@ class OnlineCalibrator:
         reason: str,
     ) -> tuple[str, CalibrationMap]:
         if reason == "world-model scores are constant":
-            warnings.warn(f"calibration falls back to identity: {reason}", stacklevel=3)
+            if not self._warned_constant:  # once per calibrator: it may recur every step
+                warnings.warn(f"calibration falls back to identity: {reason}", stacklevel=3)
+                self._warned_constant = True
             return "identity", IDENTITY
         if previous is not None:
             return "previous", previous

@@ -88,7 +88,10 @@ class KappaEstimator:
         Keeps the previous kappa when there is nothing to estimate from (no anchor pairs,
         only groups of one, or real rewards that do not vary within any group).
         """
-        sigma2_e, sigma2_r, dof = within_group_variances(residuals, real, groups, self.centre)
+        return self.fold_in(*within_group_variances(residuals, real, groups, self.centre))
+
+    def fold_in(self, sigma2_e: float, sigma2_r: float, dof: int) -> float:
+        """Like :meth:`update`, from already pooled within-group variances."""
         if dof < 1 or not sigma2_r > 0:
             self.raw = float("nan")
             return self.kappa
@@ -108,13 +111,21 @@ class KappaEstimator:
         self._initialised = bool(state["initialised"])
 
 
-def fusion_weights(is_anchor: np.ndarray, kappa: float) -> np.ndarray:
+def fusion_weights(
+    is_anchor: np.ndarray, kappa: float, anchor_share: float | None = None
+) -> np.ndarray:
     """Per-trajectory weights: ``kappa`` on anchors, 1 elsewhere, normalised to mean 1.
+
+    The mean is taken over the batch, or, with ``anchor_share`` (e.g. a single-env wrapper
+    that anchors each episode with probability ``p``), in expectation over that share.
 
     >>> fusion_weights(np.array([True, False, False, False]), 4.0).tolist()
     [2.2857142857142856, 0.5714285714285714, 0.5714285714285714, 0.5714285714285714]
+    >>> fusion_weights(np.array([True]), 4.0, anchor_share=0.25).tolist()
+    [2.2857142857142856]
     """
-    n = is_anchor.size
-    n_anchor = int(is_anchor.sum())
-    denominator = kappa * n_anchor + (n - n_anchor)
-    return np.where(is_anchor, kappa * n / denominator, n / denominator)
+    share = is_anchor.mean() if anchor_share is None else anchor_share
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"anchor_share must be in [0, 1], got {share}")
+    denominator = kappa * share + (1.0 - share)
+    return np.where(is_anchor, kappa / denominator, 1.0 / denominator)

@@ -142,6 +142,10 @@ class RewardFusion:
         """Per-trajectory inclusion probability of the last :meth:`select_anchors`."""
         return None if self._last_selection is None else self._last_selection[1].copy()
 
+    def reseed(self, seed: int | Sequence[int] | None) -> None:
+        """Restart the anchor draw from ``seed`` (e.g. on an env's ``reset(seed=...)``)."""
+        self._rng = np.random.default_rng(seed)
+
     def select_anchors(
         self, group_ids: Sequence[Any] | np.ndarray, group_priorities: np.ndarray | None = None
     ) -> np.ndarray:
@@ -208,15 +212,16 @@ class RewardFusion:
         if update is not None:
             cross_fitted[pair] = update.cross_fitted
         known = pair & ~np.isnan(cross_fitted)
-        if self.method == "denoise":
+        crossfit_variances = within_group_variances(
+            batch.real[known] - cross_fitted[known], batch.real[known], batch.groups.inverse[known]
+        )
+        if self.method == "denoise":  # the raw world model is the stream being weighed
             residuals = batch.real[pair] - batch.wm[pair]
-            residual_groups = batch.groups.inverse[pair]
+            self.kappa_estimator.update(residuals, batch.real[pair], batch.groups.inverse[pair])
         else:
             residuals = batch.real[known] - cross_fitted[known]
-            residual_groups = batch.groups.inverse[known]
-        if self.method in WEIGHTED_METHODS:
-            real_for_kappa = batch.real[pair] if self.method == "denoise" else batch.real[known]
-            self.kappa_estimator.update(residuals, real_for_kappa, residual_groups)
+            if self.method == "wmrl":
+                self.kappa_estimator.fold_in(*crossfit_variances)
 
         rewards = self._rewards(batch, calibrated, cross_fitted, known)
         if self.method in WEIGHTED_METHODS:
@@ -225,7 +230,9 @@ class RewardFusion:
             weights = np.ones(batch.real.shape)
         advantages = group_advantages(rewards, batch.groups, self.advantage_scaling) * weights
         self.step_count += 1
-        metrics = self._metrics(batch, update, residuals, cross_fitted, known, rewards)
+        metrics = self._metrics(
+            batch, update, residuals, cross_fitted, known, rewards, crossfit_variances
+        )
         return FusionOutput(
             rewards=rewards,
             advantages=advantages,
@@ -291,16 +298,13 @@ class RewardFusion:
         cross_fitted: np.ndarray,
         known: np.ndarray,
         rewards: np.ndarray,
+        crossfit_variances: tuple[float, float, int],
     ) -> dict[str, Any]:
         anchor_groups = int(batch.groups.count(batch.is_anchor).astype(bool).sum())
         estimator = self.kappa_estimator
         with np.errstate(invalid="ignore"):
             gap = cross_fitted[known] - batch.real[known]
-        residual_var, real_var, _ = within_group_variances(
-            batch.real[known] - cross_fitted[known],
-            batch.real[known],
-            batch.groups.inverse[known],
-        )
+        residual_var, real_var, _ = crossfit_variances
         return {
             "step": self.step_count,
             "n_groups": batch.groups.num_groups,

@@ -9,6 +9,9 @@ policy learns to hack).
 
 Example:
     >>> import numpy as np
+
+from wmrl_env.fusion.calibration import fit_isotonic_sorted
+from wmrl_env.fusion.groups import GroupIndex
     >>> world = SyntheticWorld(num_groups=4, group_size=3)
     >>> batch = world.sample(np.random.default_rng(0), step=0)
     >>> batch.group_ids.tolist()
@@ -23,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from wmrl_env.fusion.calibration import fit_isotonic_sorted
+from wmrl_env.fusion.groups import GroupIndex
 
 
 def cubic_distortion(x: np.ndarray) -> np.ndarray:
@@ -82,3 +88,21 @@ class SyntheticWorld:
             + self.exploit_bonus * exploit
         )
         return SyntheticBatch(group_ids, true, real, wm, exploit)
+
+    def oracle_kappa(self, rng: np.random.Generator, batches: int = 200) -> float:
+        """kappa under the population calibration map ``E[r | s]`` (isotonic on ~10^5+ pairs
+        from ``batches`` fresh batches, evaluated on as many others): the value an estimator
+        should track."""
+        fit = [self.sample(rng) for _ in range(batches)]
+        s = np.concatenate([b.wm_scores for b in fit])
+        r = np.concatenate([b.real_scores for b in fit])
+        order = np.argsort(s)
+        f = fit_isotonic_sorted(s[order], r[order], np.ones(s.size))
+        residual_ss = real_ss = 0.0
+        for batch in (self.sample(rng) for _ in range(batches)):
+            groups = GroupIndex.from_ids(batch.group_ids)
+            e = groups.centre(batch.real_scores - f(batch.wm_scores))
+            centred_real = groups.centre(batch.real_scores)
+            residual_ss += e @ e
+            real_ss += centred_real @ centred_real
+        return 1.0 + residual_ss / real_ss

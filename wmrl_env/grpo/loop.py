@@ -36,20 +36,13 @@ __all__ = ["GRPOConfig", "Rollout", "collect_rollout", "grpo_loss", "train"]
 class GRPOConfig:
     """Hyper-parameters of :func:`train`."""
 
-    iterations: int = 100
-    """rounds to play; one optimiser phase per round"""
-    learning_rate: float = 1e-2
-    """Adam learning rate"""
-    update_epochs: int = 4
-    """gradient steps on each round's data"""
-    clip_coef: float = 0.2
-    """PPO-style ratio clip"""
-    ent_coef: float = 0.0
-    """entropy bonus (for policies with ``entropy(observations)``)"""
-    max_grad_norm: float = 1.0
-    """gradient-norm clip"""
-    seed: int = 0
-    """seeds the env's first reset (group starts)"""
+    iterations: int = field(default=100, metadata={"help": "rounds to play, one update each"})
+    learning_rate: float = field(default=1e-2, metadata={"help": "Adam learning rate"})
+    update_epochs: int = field(default=4, metadata={"help": "gradient steps per round"})
+    clip_coef: float = field(default=0.2, metadata={"help": "PPO-style ratio clip"})
+    ent_coef: float = field(default=0.0, metadata={"help": "entropy bonus coefficient"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient-norm clip"})
+    seed: int = field(default=0, metadata={"help": "seed of the first reset (group starts)"})
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.update_epochs < 1:

@@ -52,6 +52,9 @@ class DynamicsRound(Round):
         self.truncated = np.zeros(n, dtype=bool)
         self.steps = np.zeros(n, dtype=np.int64)
         self.actions: list[list[Any]] = [[] for _ in range(n)]
+        # executor slots numbered per round: the real envs kept alive are bounded by the
+        # anchors of one round, not by every env that was ever an anchor
+        self.slot_of = {int(i): k for k, i in enumerate(np.flatnonzero(setup.anchors))}
 
     def step(self, actions: list[Any]) -> StepOutput:
         setup = self.setup
@@ -103,10 +106,11 @@ class DynamicsRound(Round):
         )
 
     def _real_job(self, index: int, action: Any) -> EnvJob:
+        slot = self.slot_of[int(index)]
         if self.steps[index] == 0:
             group = int(self.setup.layout.group_ids[index])
-            return self.setup.starts.job(group, actions=(action,), slot=int(index), env=int(index))
-        return EnvJob(actions=(action,), slot=int(index), reset=False, tags={"env": int(index)})
+            return self.setup.starts.job(group, actions=(action,), slot=slot, env=int(index))
+        return EnvJob(actions=(action,), slot=slot, reset=False, tags={"env": int(index)})
 
     def _model_step(
         self, active: np.ndarray, actions: np.ndarray, step_reward: np.ndarray

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from wmrl_env.fusion import KappaEstimator, OnlineCalibrator
+from wmrl_env.fusion import KappaEstimator, OnlineCalibrator, fusion_weights
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
 
 __all__ = ["WorldModelWrapper"]
@@ -265,8 +265,9 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _weights(self, executed: bool) -> dict[str, float]:
         """The fusion's weights (kappa on real episodes, 1 elsewhere) normalised to mean 1
         at the expected anchor share ``p``: the batch formula with ``m / M = p``."""
-        kappa, p = self.kappa.kappa, self.anchor_probability
-        return {"kappa": kappa, "weight": (kappa if executed else 1.0) / (kappa * p + 1.0 - p)}
+        kappa = self.kappa.kappa
+        weight = fusion_weights(np.array([executed]), kappa, self.anchor_probability)[0]
+        return {"kappa": kappa, "weight": float(weight)}
 
 
 class _RealStep(NamedTuple):

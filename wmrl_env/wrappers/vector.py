@@ -32,6 +32,8 @@ from wmrl_env.wrappers.world_model_calls import task_kind
 
 __all__ = ["WorldModelVectorEnv"]
 
+ANCHOR_STREAM = 0xA7C  # second word of the anchor draw's seed: independent of the starts
+
 
 class WorldModelVectorEnv(VectorEnv):
     """A vector env of GRPO groups whose rewards come from a world model anchored in reality.
@@ -150,7 +152,8 @@ class WorldModelVectorEnv(VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Start a round: one real reset per group, anchors chosen by the fusion.
 
-        ``seed`` seeds the group starts (same seed, same starts). ``options`` go to every real
+        ``seed`` seeds the group starts and the fusion's anchor draw (same seed, same starts,
+        same anchors). ``options`` go to every real
         reset; ``options["reset_mask"]`` must cover every env (a round is reset as a whole).
         """
         self._check_open()
@@ -164,6 +167,8 @@ class WorldModelVectorEnv(VectorEnv):
                 )
         if seed is not None or self._np_random is None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
+            if seed is not None:  # same seed, same anchors (a stream apart from the starts')
+                self.fusion.reseed([seed, ANCHOR_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
         anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
@@ -185,9 +190,11 @@ class WorldModelVectorEnv(VectorEnv):
             self._round = DynamicsRound(setup, self.max_episode_steps, dtype)
         info: dict[str, Any] = {}
         add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=anchors.copy())
-        for i, group in enumerate(self.layout.group_ids):
-            if starts.infos[group]:
-                info["env_info"] = self._add_info(info.get("env_info", {}), starts.infos[group], i)
+        for group, group_info in enumerate(starts.infos):
+            if not group_info:
+                continue
+            for i in range(group * self.group_size, (group + 1) * self.group_size):
+                info["env_info"] = self._add_info(info.get("env_info", {}), group_info, i)
         return self._batch(self.layout.expand(starts.observations)), info
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

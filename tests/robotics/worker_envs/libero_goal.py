@@ -6,6 +6,7 @@ Loaded in the LIBERO worker (this folder is put on its PYTHONPATH by the tests).
 from __future__ import annotations
 
 import numpy as np
+
 from wmrl_env.envs.libero.env import LiberoEnv
 
 

@@ -1,0 +1,91 @@
+"""Fixtures shared by the sandbox tests: one factory per backend and leak checks.
+
+``sandbox_factory`` is parametrized over every backend (local always; docker and ray behind
+their markers), so a test that takes it runs once per backend with the same assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from wmrl_env.executors import LocalSandbox
+
+SandboxFactory = Callable[..., Any]
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of processes (in any container or namespace) whose command line holds ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                if marker.encode() in cmdline.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def assert_no_process_with(marker: str, grace_s: float = 2.0) -> None:
+    """Fail unless every process carrying ``marker`` is gone within ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    leaked = processes_with(marker)
+    assert not leaked, f"processes left running: {leaked}"
+
+
+def wait_for_process_with(marker: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not processes_with(marker):
+        assert time.monotonic() < deadline, f"no process with {marker} started"
+        time.sleep(0.05)
+
+
+def marked(program: str, marker: str) -> str:
+    """``program``, re-executed with ``marker`` in its argv so every process it forks has it."""
+    prefix = f"""
+        import os, sys
+        if {marker!r} not in sys.argv:
+            os.execv(sys.executable, [sys.executable, "main.py", {marker!r}])
+    """
+    return textwrap.dedent(prefix) + textwrap.dedent(program)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A unique command-line marker; the test fails if a process carrying it outlives it."""
+    value = f"wmrl-hostile-{uuid.uuid4().hex}"
+    yield value
+    assert_no_process_with(value)
+
+
+def _local(**limits: Any) -> LocalSandbox:
+    return LocalSandbox(**limits)
+
+
+BACKENDS = [pytest.param(_local, id="local")]
+
+
+@pytest.fixture(params=BACKENDS)
+def sandbox_factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
+    """Builds sandboxes of one backend and closes them after the test."""
+    made: list[Any] = []
+
+    def make(**limits: Any) -> Any:
+        sandbox = request.param(**limits)
+        made.append(sandbox)
+        return sandbox
+
+    yield make
+    for sandbox in made:
+        sandbox.close()

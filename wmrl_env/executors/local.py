@@ -1,0 +1,437 @@
+"""The local process sandbox: the embedded default, no daemon needed (Linux).
+
+Each job runs as ``python3 main.py`` in a fresh temporary work directory, in its own process
+group, under resource limits, behind the best isolation level that works on this machine
+(``bwrap`` > ``unshare`` > ``rlimits``, see :mod:`wmrl_env.executors.isolation`), with its
+stdout/stderr cut to a size cap and its declared output files collected and scored on the
+host. When the main process exits, times out or the sandbox closes, every process the job
+started is killed.
+
+Example:
+    >>> from wmrl_env.executors import Job, JsonScore, LocalSandbox
+    >>> program = "import json; json.dump({'score': 0.5}, open('score.json', 'w'))"
+    >>> score = JsonScore("score.json")
+    >>> with LocalSandbox(timeout_s=20, memory_mb=256) as sandbox:
+    ...     [result] = sandbox.run([Job(program, output_files=score.files, scorer=score)])
+    >>> result.status.value, result.score
+    ('ok', 0.5)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from wmrl_env.executors.base import BaseExecutor, ExecResult, Job
+from wmrl_env.executors.isolation import (
+    LEVELS,
+    Interpreter,
+    Isolation,
+    JobCommand,
+    check_inputs,
+    job_environment,
+)
+from wmrl_env.executors.limits import SandboxLimits
+from wmrl_env.executors.outcome import ProcessOutcome, TailBuffer
+from wmrl_env.executors.pool import Cancellation, JobPool
+from wmrl_env.executors.processes import UidLease, count_tasks, kill_until_gone, pids_where
+from wmrl_env.executors.workdir import collect_outputs, copy_inputs, remove_tree
+
+__all__ = ["LocalSandbox", "SandboxUnavailableError"]
+
+_TOKEN_VARIABLE = "WMRL_SANDBOX_TOKEN"
+_DRAIN_SECONDS = 2.0  # reading what is left in the pipes after every process is killed
+_WARNED: set[str] = set()
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The requested isolation level does not work on this machine."""
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class LocalSandbox(BaseExecutor[Job]):
+    """Run jobs as local processes under limits and the best available isolation.
+
+    Args:
+        timeout_s: wall-clock seconds per job (a job's own ``timeout_s`` overrides it).
+        memory_mb: address-space limit per process (``RLIMIT_AS``); numpy + pandas +
+            scikit-learn need ~350 MB of address space just to import.
+        max_processes: processes and threads per job (``RLIMIT_NPROC``; exact when the
+            sandbox runs as root, which gives each job its own uid).
+        max_output_bytes: stdout and stderr are each cut to their last this-many bytes.
+        max_file_mb: the largest file a job may write (``RLIMIT_FSIZE``).
+        isolation: ``"auto"`` (the best that works, with a one-time warning when it is not
+            ``bwrap``), or one of ``"bwrap"``, ``"unshare"``, ``"rlimits"`` (required: an
+            error when it does not work here).
+        python: the interpreter that runs jobs (default: this one, ``sys.executable``); its
+            packages (numpy, pandas, scikit-learn, ...) are what jobs can import.
+        max_workers: jobs run at once (default: the CPUs this process may use).
+        env: extra environment variables for every job; nothing else is inherited.
+
+    Every result's ``metadata`` says what was applied: ``isolation``, ``network``
+    (``"none"`` or ``"host"``), ``filesystem`` (``"private"`` or ``"host"``), ``uid``
+    (``"dedicated"`` or ``"caller"``) and ``process_limit``.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = 10.0,
+        memory_mb: int = 1024,
+        *,
+        max_processes: int = 64,
+        max_output_bytes: int = 1 << 20,
+        max_file_mb: int = 256,
+        isolation: str = "auto",
+        python: str | None = None,
+        max_workers: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if sys.platform != "linux":
+            raise SandboxUnavailableError("LocalSandbox needs Linux (rlimits, /proc, namespaces)")
+        self.limits = SandboxLimits(
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            max_processes=max_processes,
+            max_output_bytes=max_output_bytes,
+            max_file_mb=max_file_mb,
+        )
+        self.interpreter = Interpreter.inspect(python or sys.executable)
+        self.isolation, self.dedicated_uid = _choose_isolation(isolation, self.interpreter)
+        self._env = dict(env or {})
+        self._token = uuid.uuid4().hex
+        self._root = Path(tempfile.mkdtemp(prefix="wmrl-sandbox-"))
+        self._root.chmod(0o711)  # a job's uid may enter its own directory, list no other
+        self._pool = JobPool(self._run_one, max_workers or _available_cpus(), "wmrl-local")
+        self._finalizer = weakref.finalize(self, _shut_down, self._pool, self._root)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What every result of this sandbox says about its isolation."""
+        if self.dedicated_uid:
+            process_limit = "per job (dedicated uid)"
+        elif os.geteuid() == 0:
+            process_limit = "not enforced (root without a dedicated uid)"
+        else:
+            process_limit = f"shared with every process of uid {os.getuid()} (approximate)"
+        return {
+            "backend": "local",
+            **self.isolation.metadata(),
+            "uid": "dedicated" if self.dedicated_uid else "caller",
+            "process_limit": process_limit,
+        }
+
+    def _submit(self, jobs: list[Job]) -> list[Future[ExecResult]]:
+        for job in jobs:
+            if not isinstance(job, Job):
+                raise TypeError(f"LocalSandbox runs Job objects, got {type(job).__name__}")
+            check_inputs(job.inputs)
+        return self._pool.submit(jobs)
+
+    def _close(self) -> None:
+        self._finalizer()
+
+    def _run_one(self, job: Job, cancellation: Cancellation) -> ExecResult:
+        return _execute(
+            job,
+            isolation=self.isolation,
+            interpreter=self.interpreter,
+            limits=self.limits,
+            dedicated_uid=self.dedicated_uid,
+            root=self._root,
+            env={**self._env, _TOKEN_VARIABLE: f"{self._token}:{uuid.uuid4().hex}"},
+            cancellation=cancellation,
+        ).to_result(job, self.metadata)
+
+    def live_processes(self) -> list[int]:
+        """Pids of processes still running for this sandbox's jobs (none between jobs)."""
+        return pids_where(env=f"{_TOKEN_VARIABLE}={self._token}:")
+
+
+def _shut_down(pool: JobPool, root: Path) -> None:
+    pool.close()
+    with contextlib.suppress(OSError):
+        remove_tree(root)
+
+
+def _execute(
+    job: Job,
+    *,
+    isolation: Isolation,
+    interpreter: Interpreter,
+    limits: SandboxLimits,
+    dedicated_uid: bool,
+    root: Path,
+    env: Mapping[str, str],
+    cancellation: Cancellation,
+) -> ProcessOutcome:
+    """Run one job from a fresh work directory to a collected, unclassified outcome."""
+    start = time.monotonic()
+    timeout_s = limits.timeout_for(job.timeout_s)
+    inputs = check_inputs(job.inputs)
+    workdir = Path(tempfile.mkdtemp(prefix="job-", dir=root))
+    lease = UidLease() if dedicated_uid else None
+    try:
+        uid = lease.uid if lease else None
+        _prepare(workdir, job.program, inputs, copy=isolation.name != "bwrap", uid=uid)
+        max_processes = limits.max_processes
+        if uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all of the user's tasks
+            max_processes += count_tasks(os.getuid())
+        command = JobCommand(
+            interpreter=interpreter,
+            workdir=workdir,
+            inputs=inputs if isolation.name == "bwrap" else {},
+            memory_bytes=limits.memory_bytes,
+            cpu_seconds=math.ceil(timeout_s) + 2,
+            max_processes=max_processes,
+            max_file_bytes=limits.max_file_mb << 20,
+            max_open_files=limits.max_open_files,
+            uid=uid,
+        )
+        environment = job_environment(isolation, workdir, interpreter, env)
+        outcome = ProcessOutcome(
+            timeout_s=timeout_s,
+            memory_mb=limits.memory_mb,
+            stdout=TailBuffer(limits.max_output_bytes),
+            stderr=TailBuffer(limits.max_output_bytes),
+        )
+
+        def kill_the_rest() -> None:
+            if isolation.pid_namespace:
+                return  # the kernel kills the namespace with its first process
+            if uid is not None:
+                kill_until_gone(lambda: pids_where(uid=uid))
+            else:  # the token is unique to this job: "<sandbox token>:<job token>"
+                kill_until_gone(lambda: pids_where(env=f"{_TOKEN_VARIABLE}={env[_TOKEN_VARIABLE]}"))
+
+        _run_process(
+            isolation.argv(command),
+            workdir,
+            environment,
+            outcome,
+            deadline=start + timeout_s,
+            cancellation=cancellation,
+            kill_the_rest=kill_the_rest,
+            signal_in_exit_status=isolation.pid_namespace,
+        )
+        outcome.outputs, outcome.output_problems = collect_outputs(
+            workdir, job.output_files, limits.max_collect_bytes
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            remove_tree(workdir)
+        if lease:
+            lease.release()
+    outcome.seconds = time.monotonic() - start
+    return outcome
+
+
+def _prepare(
+    workdir: Path, program: str, inputs: Mapping[str, str], *, copy: bool, uid: int | None
+) -> None:
+    (workdir / "main.py").write_text(program, encoding="utf-8")
+    (workdir / ".tmp").mkdir()
+    if copy:
+        copy_inputs(inputs, workdir / "inputs")
+    else:
+        (workdir / "inputs").mkdir()  # bwrap binds each input read-only below it
+    if uid is not None:
+        for path in (workdir, workdir / ".tmp"):
+            os.chown(path, uid, uid)
+    workdir.chmod(0o700)
+
+
+def _run_process(
+    argv: Sequence[str],
+    workdir: Path,
+    environment: Mapping[str, str],
+    outcome: ProcessOutcome,
+    *,
+    deadline: float,
+    cancellation: Cancellation,
+    kill_the_rest: Callable[[], None],
+    signal_in_exit_status: bool,
+) -> None:
+    """Start the job, pump its output until it exits or the deadline, kill what is left."""
+    process = subprocess.Popen(
+        argv,
+        cwd=workdir,
+        env=dict(environment),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def kill_group() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def cancel() -> None:
+        outcome.cancelled = True
+        kill_group()
+
+    streams = {process.stdout.fileno(): outcome.stdout, process.stderr.fileno(): outcome.stderr}
+    try:
+        with cancellation.kill_on_cancel(cancel):
+            exited = _pump(process, streams, deadline)
+            if not exited and not outcome.cancelled:
+                outcome.timed_out = True
+            kill_group()
+            kill_the_rest()
+            _pump(process, streams, time.monotonic() + _DRAIN_SECONDS, until_eof=True)
+            returncode = process.wait()
+    finally:
+        process.stdout.close()
+        process.stderr.close()
+    if returncode < 0:
+        outcome.signal = -returncode
+    elif signal_in_exit_status and returncode > 128:
+        outcome.signal = returncode - 128  # reported by bwrap / the shell in between
+    else:
+        outcome.exit_code = returncode
+
+
+def _pump(
+    process: subprocess.Popen[bytes],
+    streams: dict[int, TailBuffer],
+    deadline: float,
+    *,
+    until_eof: bool = False,
+) -> bool:
+    """Copy output into the buffers until the process exits (or, with ``until_eof``, until
+    both pipes close) or the deadline passes; True when it ended before the deadline."""
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            with contextlib.suppress(ValueError):  # already at EOF
+                selector.register(fd, selectors.EVENT_READ)
+        exit_fd = _exit_fd(process) if not until_eof else None
+        if exit_fd is not None:
+            selector.register(exit_fd, selectors.EVENT_READ)
+        try:
+            while selector.get_map():
+                if not until_eof and process.poll() is not None:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                wait = remaining if exit_fd is not None or until_eof else min(remaining, 0.02)
+                for key, _ in selector.select(wait):
+                    if key.fd == exit_fd:
+                        return True
+                    chunk = os.read(key.fd, 1 << 16)
+                    if chunk:
+                        streams[key.fd].write(chunk)
+                    else:
+                        selector.unregister(key.fd)
+            return until_eof or process.wait(max(deadline - time.monotonic(), 0)) is not None
+        except subprocess.TimeoutExpired:
+            return False
+        finally:
+            if exit_fd is not None:
+                os.close(exit_fd)
+
+
+def _exit_fd(process: subprocess.Popen[bytes]) -> int | None:
+    """A pidfd that becomes readable when the process exits (Linux >= 5.3), if available."""
+    try:
+        return os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(level: Isolation, interpreter: Interpreter, dedicated_uid: bool) -> str | None:
+    """Run a trivial job at ``level``; None when it works, else what went wrong."""
+    if not level.available():
+        return f"{level.tool} is not installed"
+    root = Path(tempfile.mkdtemp(prefix="wmrl-probe-"))
+    root.chmod(0o711)
+    # the job's uid must reach the interpreter's own files (a python under a 0700 home can
+    # start from a fallback library, then fail to start a subprocess): check both
+    program = (
+        "import os, subprocess, sys\n"
+        "print(os.path.realpath(sys.base_prefix))\n"
+        "subprocess.run([sys.executable, '-c', 'print(\"ok\")'], check=True)\n"
+    )
+    job = Job(program)
+    try:
+        outcome = _execute(
+            job,
+            isolation=level,
+            interpreter=interpreter,
+            limits=SandboxLimits(timeout_s=60, memory_mb=256),
+            dedicated_uid=dedicated_uid,
+            root=root,
+            env={_TOKEN_VARIABLE: f"probe:{uuid.uuid4().hex}"},
+            cancellation=Cancellation(),
+        )
+    finally:
+        remove_tree(root)
+    if outcome.stdout.text().split() == [interpreter.base_prefix, "ok"]:
+        return None
+    status, message = outcome.status()
+    return f"{message or status}: {outcome.stderr.text().strip()[-500:]}"
+
+
+def _choose_isolation(requested: str, interpreter: Interpreter) -> tuple[Isolation, bool]:
+    """The isolation level (and whether jobs get a dedicated uid) that works here."""
+    names = [level.name for level in LEVELS]
+    if requested != "auto" and requested not in names:
+        raise ValueError(f"isolation must be 'auto' or one of {names}, got {requested!r}")
+    candidates = [level for level in LEVELS if requested in ("auto", level.name)]
+    problems = []
+    as_root = os.geteuid() == 0
+    for level in candidates:
+        for dedicated_uid in (True, False) if as_root else (False,):
+            problem = _probe(level, interpreter, dedicated_uid)
+            if problem is None:
+                _warn_once(level, dedicated_uid, as_root, problems)
+                return level, dedicated_uid
+            problems.append(f"{level.name}{' (dedicated uid)' if dedicated_uid else ''}: {problem}")
+    raise SandboxUnavailableError(
+        f"no isolation level {requested!r} works here:\n  " + "\n  ".join(problems)
+    )
+
+
+def _warn_once(level: Isolation, dedicated_uid: bool, as_root: bool, problems: list[str]) -> None:
+    weaker = []
+    if level.name != "bwrap":
+        weaker.append(
+            f"using isolation {level.name!r}: network {level.network}, the host's file system "
+            "is visible (and writable where the job's uid may write); install bubblewrap "
+            "(apt-get install bubblewrap) for the full sandbox"
+        )
+    if as_root and not dedicated_uid:
+        weaker.append(
+            "jobs run as root: the process limit is not enforced and root's files are reachable"
+        )
+    key = f"{level.name}/{dedicated_uid}"
+    if weaker and key not in _WARNED:
+        _WARNED.add(key)
+        reasons = "; ".join(problems) if problems else "requested"
+        warnings.warn(
+            "LocalSandbox: " + "; ".join(weaker) + f" (why: {reasons})",
+            RuntimeWarning,
+            stacklevel=4,
+        )

@@ -1,0 +1,128 @@
+"""Which host processes belong to a job, and killing all of them (Linux ``/proc``).
+
+A job's processes are found by what they cannot shed: the dedicated user id the local
+sandbox gives each job when it runs as root (:class:`UidLease`), or an environment token
+(without root, a weaker mark: a program can rewrite its own environment).
+
+Example:
+    >>> import os, subprocess
+    >>> child = subprocess.Popen(["sleep", "60"])
+    >>> child.pid in pids_where(uid=os.getuid())
+    True
+    >>> kill_until_gone(lambda: [child.pid] if child.poll() is None else [])
+    []
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["UidLease", "count_tasks", "kill_until_gone", "pids_where"]
+
+
+def _proc_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _status_field(pid: int, field: bytes) -> int | None:
+    """The first number of a ``/proc/<pid>/status`` line (``Uid:``, ``Threads:``)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _has_env(pid: int, prefix: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return any(entry.startswith(prefix) for entry in environ.read().split(b"\0"))
+    except OSError:
+        return False
+
+
+def pids_where(*, uid: int | None = None, env: str | None = None) -> list[int]:
+    """Pids (other than this process) whose real uid is ``uid`` and/or whose environment has
+    an entry starting with ``env`` (``NAME=value``)."""
+    entry = env.encode() if env is not None else None
+    found = []
+    for pid in _proc_pids():
+        if pid == os.getpid():
+            continue
+        if uid is not None and _status_field(pid, b"Uid:") != uid:
+            continue
+        if entry is not None and not _has_env(pid, entry):
+            continue
+        found.append(pid)
+    return found
+
+
+def count_tasks(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid``: what ``RLIMIT_NPROC`` counts."""
+    others = sum(_status_field(pid, b"Threads:") or 0 for pid in pids_where(uid=uid))
+    return others + (_status_field(os.getpid(), b"Threads:") or 1)
+
+
+def kill_until_gone(find: Callable[[], list[int]], timeout_s: float = 5.0) -> list[int]:
+    """SIGKILL every pid ``find`` returns until it returns none (a fork bomb keeps forking
+    while it is being killed); returns the pids still alive at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pids = find()
+        if not pids or time.monotonic() > deadline:
+            return pids
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.005)
+
+
+class UidLease:
+    """A user id that no other job on this host holds until :meth:`release`.
+
+    The local sandbox, when it runs as root, runs each job as its own unprivileged uid: the
+    per-user process limit (``RLIMIT_NPROC``) then counts that job alone, root's files are out
+    of reach, and every process of the job can be found and killed by its uid. The lease is a
+    ``flock`` on a file per uid, shared by every process on the host and released by the
+    kernel if the holder dies.
+    """
+
+    FIRST_UID = 1_900_000_000
+    COUNT = 4096
+
+    def __init__(self, lock_dir: str | os.PathLike[str] | None = None) -> None:
+        directory = Path(lock_dir or _default_lock_dir())
+        directory.mkdir(mode=0o700, exist_ok=True)
+        start = os.getpid() % self.COUNT  # spreads processes over the range
+        for offset in range(self.COUNT):
+            uid = self.FIRST_UID + (start + offset) % self.COUNT
+            fd = os.open(directory / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid = uid
+            self._fd: int | None = fd
+            return
+        raise RuntimeError(f"all {self.COUNT} sandbox uids are in use (locks in {directory})")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _default_lock_dir() -> str:
+    base = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
+    return os.path.join(base, "wmrl-sandbox-uids")

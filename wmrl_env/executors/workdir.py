@@ -1,0 +1,107 @@
+"""A job's work directory on the host: written before the run, read back safely after it.
+
+The host reads what an untrusted program left behind, so :func:`collect_outputs` follows no
+symbolic link (a ``score.json`` linked to ``/etc/shadow`` is refused, not read), opens only
+regular files (a FIFO would block) and caps their size.
+
+Example:
+    >>> import pathlib, tempfile
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "score.json").write_text('{"score": 1}')
+    >>> (root / "link.json").symlink_to("/etc/passwd")
+    >>> collect_outputs(root, ["score.json", "link.json", "absent.json"], max_bytes=1024)
+    ({'score.json': b'{"score": 1}'}, ['link.json is not a regular file'])
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+__all__ = ["collect_outputs", "copy_inputs", "remove_tree"]
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_below(root: Path, name: str) -> int:
+    """Open ``root/name`` without following a symbolic link at any step."""
+    parts = name.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+        return os.open(parts[-1], _READ_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def collect_outputs(
+    root: Path, names: Iterable[str], max_bytes: int
+) -> tuple[dict[str, bytes], list[str]]:
+    """Read the declared output files under ``root``.
+
+    Returns the files read (name -> content) and the problems: a file that is a link or not
+    a regular file, or one over ``max_bytes``. A file that was not written is simply absent:
+    the scorer decides whether that is acceptable.
+    """
+    outputs: dict[str, bytes] = {}
+    problems: list[str] = []
+    for name in names:
+        try:
+            fd = _open_below(root, name)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
+                problems.append(f"{name} is not a regular file")
+            else:
+                problems.append(f"{name} could not be read: {error.strerror}")
+            continue
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            problems.append(f"{name} is not a regular file")
+        elif info.st_size > max_bytes:
+            os.close(fd)
+            problems.append(f"{name} is {info.st_size} bytes, over the {max_bytes}-byte cap")
+        else:
+            with os.fdopen(fd, "rb") as file:
+                outputs[name] = file.read(max_bytes)
+    return outputs, problems
+
+
+def copy_inputs(inputs: Mapping[str, str | os.PathLike[str]], destination: Path) -> None:
+    """Copy each input (file or directory) to ``destination/<name>``, read-only."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name, source in inputs.items():
+        target = destination / name
+        if os.path.isdir(source):
+            shutil.copytree(source, target, symlinks=True)
+        else:
+            shutil.copy2(source, target)
+    for path in sorted(destination.rglob("*"), reverse=True):
+        if not path.is_symlink():
+            path.chmod(0o555 if path.is_dir() else 0o444)
+    destination.chmod(0o555)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a work directory, also the parts a job made unreadable to its owner."""
+
+    def make_writable_and_retry(function, failed_path, _error) -> None:
+        os.chmod(os.path.dirname(failed_path), 0o700)
+        if os.path.isdir(failed_path) and not os.path.islink(failed_path):
+            os.chmod(failed_path, 0o700)
+        function(failed_path)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=make_writable_and_retry)
+    else:
+        shutil.rmtree(path, onerror=make_writable_and_retry)
