@@ -8,5 +8,8 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-system.sh
 bash scripts/setup.sh all,dev
+bash scripts/setup-robotics.sh
+# everything above installed them: a robot test that cannot run is a failure, not a skip
+export WMRL_REQUIRED_MARKERS="${WMRL_REQUIRED_MARKERS:+$WMRL_REQUIRED_MARKERS,}robosuite,libero,torch"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 exec .venv/bin/python -m pytest --timeout=900 "$@"

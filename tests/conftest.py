@@ -41,6 +41,18 @@ def _vllm_missing() -> str | None:
     )
 
 
+def _libero_missing() -> str | None:
+    from wmrl_env.envs.libero import PYTHON_VARIABLE, find_libero_python
+
+    python = find_libero_python()
+    if python is None or not python.is_file():
+        return (
+            f"no LIBERO interpreter (${PYTHON_VARIABLE} or .venv-libero/bin/python): "
+            "run `bash scripts/setup-robotics.sh`"
+        )
+    return None
+
+
 # marker -> a check returning None when usable, else the reason to skip
 MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "torch": _module_missing("torch", "torch"),
@@ -48,6 +60,7 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
     "sb3": _module_missing("stable_baselines3", "sb3"),
+    "libero": _libero_missing,
     "gpu": _cuda_missing,
     "vllm": _vllm_missing,
     "trl": _module_missing("trl", "trl"),

@@ -34,6 +34,10 @@ CORE_MODULES = [
     "wmrl_env.wrappers",
     "wmrl_env.executors.gym_env",
     "wmrl_env.utils.args",
+    "wmrl_env.envs.remote",
+    "wmrl_env.envs.robosuite",
+    "wmrl_env.envs.libero",
+    "wmrl_env.world_models.dynamics",
 ]
 
 

@@ -1,6 +1,7 @@
 """World models: batched predictors of real execution outcomes.
 
 Backends with heavy dependencies (torch, transformers, vLLM) import them only when constructed.
+The learned dynamics ensemble for robot state lives in :mod:`wmrl_env.world_models.dynamics`.
 """
 
 from wmrl_env.world_models.base import (
