@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh bench
-exec .venv/bin/wmrl demo "$@"
+bash scripts/setup.sh transformers,tasks,bench
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+exec .venv/bin/wmrl bench "$@"

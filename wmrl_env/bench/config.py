@@ -51,8 +51,9 @@ class BenchConfig:
     """Adam learning rate of the policy"""
     update_epochs: int = 4
     """gradient steps per round"""
-    tolerance: float = 0.0
-    """the speedup target is the real arm's final score minus this"""
+    tolerance: float = 0.01
+    """the speedup target is the real arm's final score minus this (1 % of the normalised
+    score range: two arms that settle on equally good programs both reach it)"""
     workers: int = 2
     """sandbox programs run at once (live executor)"""
     out: str | None = None

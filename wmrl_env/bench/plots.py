@@ -5,6 +5,7 @@ Needs matplotlib (``pip install 'wmrl-env[bench]'``).
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +35,8 @@ def _by_arm(runs: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
 def _series(runs: Sequence[RunRecord], name: str) -> tuple[np.ndarray, np.ndarray]:
     length = min(len(run.steps) for run in runs)
     values = np.array([[getattr(s, name) for s in run.steps[:length]] for run in runs], float)
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():  # a step no seed evaluated is NaN, not an error
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.arange(length), np.nanmean(values, axis=0)
 
 

@@ -3,8 +3,9 @@
 **Speedup** of an arm: the real-execution seconds the ``real`` arm needed to reach its final
 score, divided by the real-execution seconds the arm needed to reach that same score
 (``None``, "not reached", when it never did). Both are read off the seed-averaged curve of
-true score against cumulative real-execution seconds, at the evaluated steps; ``tolerance``
-lowers the target by that much.
+true score against cumulative real-execution seconds, at the evaluated steps. *Reaching*
+means staying: the first evaluation from which every later one is at least the target (a
+noisy early peak does not count); ``tolerance`` lowers the target by that much.
 
 Example:
     >>> from wmrl_env.bench.records import RunRecord, StepRecord
@@ -60,9 +61,14 @@ def mean_curve(runs: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def seconds_to_reach(seconds: np.ndarray, scores: np.ndarray, target: float) -> float | None:
-    """Cumulative seconds at the first evaluation whose score is at least ``target``."""
-    reached = np.flatnonzero(scores >= target - 1e-12)
-    return float(seconds[reached[0]]) if reached.size else None
+    """Cumulative seconds at the first evaluation from which the score stays >= ``target``.
+
+    >>> seconds_to_reach(np.array([1.0, 2, 3, 4]), np.array([0.1, 0.9, 0.5, 0.9]), 0.8)
+    4.0
+    """
+    below = np.flatnonzero(scores < target - 1e-12)
+    first = 0 if below.size == 0 else int(below[-1]) + 1
+    return float(seconds[first]) if first < scores.size else None
 
 
 def confidence_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:

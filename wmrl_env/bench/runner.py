@@ -94,9 +94,7 @@ class TaskPolicy:
 def evaluate(policy: TaskPolicy, env: Any, executor: Any, tasks: tuple[str, ...]) -> float:
     """Mean real normalised score of the greedy program over ``tasks`` (failures score 0)."""
     ml_tasks = _ml_tasks()
-    jobs = [
-        env.make_job(policy.greedy(ml_tasks.get_task(t).description), task_id=t) for t in tasks
-    ]
+    jobs = [env.make_job(policy.greedy(ml_tasks.get_task(t).description), task_id=t) for t in tasks]
     results = executor.run(jobs)
     return float(np.mean([r.score if r.ok else 0.0 for r in results]))
 

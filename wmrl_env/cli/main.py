@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 # sub-command modules, in the order ``wmrl --help`` lists them
 COMMAND_MODULES: tuple[str, ...] = (
+    "wmrl_env.cli.bench",
     "wmrl_env.cli.demo",
     "wmrl_env.cli.tables",
     "wmrl_env.cli.export_log",
