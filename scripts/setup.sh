@@ -20,3 +20,12 @@ pip=("$venv/bin/python" -m pip install --quiet --constraint constraints/cpu.txt)
 "${pip[@]}" --upgrade pip "setuptools>=77" wheel
 echo "==> installing wmrl-env[$extras] into $venv"
 "${pip[@]}" --editable ".[$extras]"
+
+# robosuite 1.5.2 pins mink 0.0.5, which declares numpy<2 and so drags NumPy below 2, which
+# breaks pandas/pyarrow builds made for NumPy 2. robosuite, MuJoCo and mink run on NumPy 2
+# (the robosuite tests check it), so NumPy 2 goes back in; pip reports the declared conflict.
+if "$venv/bin/python" -c "import robosuite" 2>/dev/null \
+    && ! "$venv/bin/python" -c 'import numpy, sys; sys.exit(int(numpy.__version__.split(".")[0]) < 2)'; then
+    echo "==> robosuite pulled NumPy below 2 (mink's pin): reinstalling NumPy 2 in $venv"
+    "${pip[@]}" "numpy>=2,<3"
+fi
