@@ -15,9 +15,30 @@ from typing import Any
 
 import pytest
 
-from wmrl_env.executors import LocalSandbox
+from wmrl_env.executors import Job, JsonScore, LocalSandbox
+from wmrl_env.testing import ExecutorContract
 
 SandboxFactory = Callable[..., Any]
+SCORE = JsonScore("score.json")
+
+
+def score_job(value: float, **kwargs: Any) -> Job:
+    """A job that writes ``{"score": value}`` to score.json, scored by :data:`SCORE`."""
+    program = f"import json\njson.dump({{'score': {value}}}, open('score.json', 'w'))\n"
+    return Job(program, output_files=SCORE.files, scorer=SCORE, **kwargs)
+
+
+class SandboxContract(ExecutorContract):
+    """The shared Executor contract with sandbox jobs; subclasses give ``make_executor``."""
+
+    def make_ok_job(self, i: int) -> Job:
+        return score_job(i)
+
+    def expected_score(self, i: int) -> float:
+        return float(i)
+
+    def make_failing_job(self) -> Job:
+        return Job("raise SystemExit(3)")
 
 
 def processes_with(marker: str) -> list[int]:
@@ -73,7 +94,16 @@ def _local(**limits: Any) -> LocalSandbox:
     return LocalSandbox(**limits)
 
 
-BACKENDS = [pytest.param(_local, id="local")]
+def _docker(**limits: Any) -> Any:
+    from wmrl_env.executors import DockerSandbox
+
+    return DockerSandbox(**limits)
+
+
+BACKENDS = [
+    pytest.param(_local, id="local"),
+    pytest.param(_docker, id="docker", marks=pytest.mark.docker),
+]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -89,3 +119,19 @@ def sandbox_factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
     yield make
     for sandbox in made:
         sandbox.close()
+        assert leftovers(sandbox) == [], "the closed sandbox left something running"
+
+
+def leftovers(sandbox: Any) -> list:
+    """What a closed sandbox still has running: processes (local) or containers (docker)."""
+    if hasattr(sandbox, "live_processes"):
+        return sandbox.live_processes()
+    if hasattr(sandbox, "sandbox_id"):
+        from wmrl_env.executors.docker_sandbox import LABEL_SANDBOX, connect
+
+        client = connect()
+        label = f"{LABEL_SANDBOX}={sandbox.sandbox_id}"
+        found = client.containers.list(all=True, filters={"label": label})
+        client.close()
+        return found
+    return []

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 # sub-command modules, in the order ``wmrl --help`` lists them
-COMMAND_MODULES: tuple[str, ...] = ("wmrl_env.cli.demo",)
+COMMAND_MODULES: tuple[str, ...] = ("wmrl_env.cli.demo", "wmrl_env.cli.build_image")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,13 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["collect_outputs", "copy_inputs", "remove_tree"]
+__all__ = [
+    "check_inputs",
+    "collect_outputs",
+    "copy_inputs",
+    "job_environment",
+    "remove_tree",
+]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
@@ -105,3 +111,44 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, onexc=make_writable_and_retry)
     else:
         shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+def job_environment(job_dir: str, bin_dir: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """A job's whole environment: nothing is inherited from the host (no tokens, no
+    credentials). ``job_dir`` is the work directory as the job sees it; ``bin_dir`` holds
+    its ``python3``. One thread per BLAS/OpenMP pool: jobs run side by side, one per core.
+    """
+    environment = {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": job_dir,
+        "TMPDIR": f"{job_dir}/.tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "JOBLIB_MULTIPROCESSING": "0",
+        "WMRL_WORKDIR": job_dir,
+        "WMRL_INPUTS": f"{job_dir}/inputs",
+    }
+    environment.update(extra)
+    return environment
+
+
+def check_inputs(inputs: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]:
+    """Validate a job's inputs (plain names, existing host paths); returns absolute paths.
+
+    Raises:
+        ValueError: naming the bad input.
+    """
+    checked = {}
+    for name, source in inputs.items():
+        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"input name {name!r} must be a plain file or directory name")
+        path = os.path.abspath(os.fspath(source))
+        if not os.path.exists(path):
+            raise ValueError(f"input {name!r}: {path} does not exist")
+        checked[name] = path
+    return checked
