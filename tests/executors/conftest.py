@@ -7,6 +7,8 @@ their markers), so a test that takes it runs once per backend with the same asse
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import textwrap
 import time
 import uuid
@@ -90,7 +92,25 @@ def marker() -> Iterator[str]:
     assert_no_process_with(value)
 
 
-def _local(**limits: Any) -> LocalSandbox:
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One local Ray instance (2 CPUs, private temp dir, no dashboard) for all Ray tests."""
+    import ray
+
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: socket paths are capped
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
+    yield
+    ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    if previous is None:
+        os.environ.pop("RAY_AUTH_MODE", None)
+    else:
+        os.environ["RAY_AUTH_MODE"] = previous
+
+
+def _local(**limits: Any) -> Any:
     return LocalSandbox(**limits)
 
 
@@ -100,9 +120,16 @@ def _docker(**limits: Any) -> Any:
     return DockerSandbox(**limits)
 
 
+def _ray(**limits: Any) -> Any:
+    from wmrl_env.executors import RayExecutor
+
+    return RayExecutor(inner="local", inner_kwargs=limits)
+
+
 BACKENDS = [
     pytest.param(_local, id="local"),
     pytest.param(_docker, id="docker", marks=pytest.mark.docker),
+    pytest.param(_ray, id="ray", marks=pytest.mark.ray),
 ]
 
 
@@ -110,6 +137,8 @@ BACKENDS = [
 def sandbox_factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
     """Builds sandboxes of one backend and closes them after the test."""
     made: list[Any] = []
+    if request.param is _ray:
+        request.getfixturevalue("ray_session")
 
     def make(**limits: Any) -> Any:
         sandbox = request.param(**limits)

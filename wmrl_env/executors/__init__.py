@@ -13,6 +13,7 @@ from wmrl_env.executors.base import (
     Job,
     Scorer,
 )
+from wmrl_env.executors.cache import CachedExecutor
 from wmrl_env.executors.docker_sandbox import (
     DockerSandbox,
     DockerUnavailableError,
@@ -22,10 +23,12 @@ from wmrl_env.executors.docker_sandbox import (
 from wmrl_env.executors.image import build_image, default_image
 from wmrl_env.executors.limits import SandboxLimits
 from wmrl_env.executors.local import LocalSandbox, SandboxUnavailableError
+from wmrl_env.executors.ray_executor import RayExecutor
 from wmrl_env.executors.scoring import JsonScore, apply_scorer
 
 __all__ = [
     "BaseExecutor",
+    "CachedExecutor",
     "DockerSandbox",
     "DockerUnavailableError",
     "ExecResult",
@@ -36,6 +39,7 @@ __all__ = [
     "Job",
     "JsonScore",
     "LocalSandbox",
+    "RayExecutor",
     "SandboxImageMissingError",
     "SandboxLimits",
     "SandboxUnavailableError",

@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 from wmrl_env.executors.base import BaseExecutor, ExecResult, ExecStatus, Job
-from wmrl_env.executors.workdir import check_inputs
+from wmrl_env.executors.workdir import check_jobs
 
 __all__ = ["Cancellation", "JobPool", "PooledSandbox"]
 
@@ -122,10 +122,7 @@ class PooledSandbox(BaseExecutor[Job]):
     _finalizer: weakref.finalize
 
     def _submit(self, jobs: list[Job]) -> list[Future[ExecResult]]:
-        for job in jobs:
-            if not isinstance(job, Job):
-                raise TypeError(f"{type(self).__name__} runs Job objects, got {type(job).__name__}")
-            check_inputs(job.inputs)
+        check_jobs(jobs, type(self).__name__)
         return self._pool.submit(jobs)
 
     def _close(self) -> None:

@@ -23,8 +23,11 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from wmrl_env.executors.base import Job
+
 __all__ = [
     "check_inputs",
+    "check_jobs",
     "collect_outputs",
     "copy_inputs",
     "job_environment",
@@ -152,3 +155,12 @@ def check_inputs(inputs: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]
             raise ValueError(f"input {name!r}: {path} does not exist")
         checked[name] = path
     return checked
+
+
+def check_jobs(jobs: Iterable[object], executor: str) -> None:
+    """Refuse what is not a :class:`Job` (``TypeError``) or has bad inputs (``ValueError``)
+    before anything starts."""
+    for job in jobs:
+        if not isinstance(job, Job):
+            raise TypeError(f"{executor} runs Job objects, got {type(job).__name__}")
+        check_inputs(job.inputs)
