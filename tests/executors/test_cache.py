@@ -6,7 +6,7 @@ import tempfile
 from concurrent.futures import Future
 
 import pytest
-from conftest import SCORE, SandboxContract
+from sandbox_testing import SCORE, SandboxContract
 
 from wmrl_env.executors import (
     BaseExecutor,

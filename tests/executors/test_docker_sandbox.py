@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SandboxContract, marked, wait_for_process_with
+from sandbox_testing import SandboxContract, marked, wait_for_process_with
 
 from wmrl_env.executors import (
     DockerSandbox,
@@ -48,6 +48,7 @@ def test_memory_bomb_is_killed_by_the_cgroup(sandbox) -> None:
     assert "OOM killer" in result.message
 
 
+@pytest.mark.slow
 def test_containers_are_labelled_while_running_and_removed_after(marker) -> None:
     with DockerSandbox(timeout_s=5) as sandbox:
         job = Job(marked("import time\ntime.sleep(60)\n", marker))

@@ -17,7 +17,7 @@ import time
 import uuid
 
 import pytest
-from conftest import assert_no_process_with, marked, wait_for_process_with
+from sandbox_testing import assert_no_process_with, marked, wait_for_process_with
 
 from wmrl_env.executors import ExecStatus, Job, JsonScore
 

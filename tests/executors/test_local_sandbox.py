@@ -7,7 +7,7 @@ import socket
 import warnings
 
 import pytest
-from conftest import SCORE, SandboxContract, assert_no_process_with, marked
+from sandbox_testing import SCORE, SandboxContract, assert_no_process_with, marked
 
 from wmrl_env.executors import (
     ExecStatus,
@@ -134,6 +134,7 @@ def test_auto_fallback_warns_once(monkeypatch) -> None:
     second.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("level", "network", "filesystem"),
     [("unshare", "none", "host"), ("rlimits", "host", "host")],

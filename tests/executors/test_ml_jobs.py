@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import SCORE
+from sandbox_testing import SCORE
 
 from wmrl_env.executors import Job
 

@@ -5,7 +5,7 @@ The hostile-program suite and the ML job run on Ray too (``sandbox_factory``).""
 from __future__ import annotations
 
 import pytest
-from conftest import SandboxContract, score_job
+from sandbox_testing import SandboxContract, score_job
 
 from wmrl_env.executors import ExecStatus, Job, LocalSandbox, RayExecutor
 

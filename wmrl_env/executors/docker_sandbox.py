@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import os
 import shutil
@@ -43,6 +44,8 @@ from wmrl_env.executors.outcome import ProcessOutcome, TailBuffer
 from wmrl_env.executors.pool import Cancellation, JobPool, PooledSandbox
 from wmrl_env.executors.workdir import check_inputs, job_environment
 from wmrl_env.utils.imports import require
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DockerSandbox",
@@ -345,7 +348,7 @@ class DockerSandbox(PooledSandbox):
             state["kept"] = self._kill_processes(container) and state["kept"]
 
         def watch() -> None:  # the stream stays open while a leftover process holds it
-            with contextlib.suppress(errors.APIError):
+            try:
                 while not finished.wait(_POLL_SECONDS):
                     if time.monotonic() > deadline:
                         outcome.timed_out = True
@@ -356,6 +359,11 @@ class DockerSandbox(PooledSandbox):
                         state["exit_code"] = info["ExitCode"]
                     stop_leftovers()
                     return
+            except Exception:  # the engine failed us: end the job rather than hang on it
+                logger.exception("watching job in container %s failed", container.id[:12])
+                state["kept"] = False
+                with contextlib.suppress(Exception):
+                    container.kill()
 
         watcher = threading.Thread(target=watch, name="wmrl-docker-watch", daemon=True)
         watcher.start()
