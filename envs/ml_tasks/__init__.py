@@ -1,0 +1,58 @@
+"""The AutoResearch ML task suite: real tabular tasks, sandboxed scoring, execution tables.
+
+An agent reads a task description, writes a program that trains a model on
+``inputs/train.csv`` and writes ``predictions.csv`` for ``inputs/test.csv``; the program runs
+in a sandbox and the host scores it against labels the program never sees.
+
+Importing this package registers two gymnasium environments:
+
+* ``wmrl/MLTask-v0``: live execution (local process sandbox), text actions by default;
+* ``wmrl/MLTaskReplay-v0``: structured actions answered from the committed execution table.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import wmrl_env.envs.ml_tasks
+    >>> env = gym.make("wmrl/MLTaskReplay-v0", tasks="heldout")
+    >>> description, info = env.reset(seed=1)
+    >>> info["task_id"] in HELDOUT_TASKS
+    True
+    >>> env.close()
+"""
+
+from gymnasium.envs import registration
+
+from .env import MLTaskEnv
+from .programs import ProgramSpec, all_programs, program_space, render_program
+from .registry import ALL_TASKS, HELDOUT_TASKS, TRAIN_TASKS, get_task, task_ids
+from .scoring import normalised_score
+from .tables import ExecutionTable, TableRow, load_table
+from .tasks import MLTask
+
+__all__ = [
+    "ALL_TASKS",
+    "HELDOUT_TASKS",
+    "TRAIN_TASKS",
+    "ExecutionTable",
+    "MLTask",
+    "MLTaskEnv",
+    "ProgramSpec",
+    "TableRow",
+    "all_programs",
+    "get_task",
+    "load_table",
+    "normalised_score",
+    "program_space",
+    "render_program",
+    "task_ids",
+]
+
+_ENTRY_POINT = "wmrl_env.envs.ml_tasks.env:MLTaskEnv"
+if "wmrl/MLTask-v0" not in registration.registry:
+    # live execution: exec seconds and output tails differ between runs
+    registration.register(id="wmrl/MLTask-v0", entry_point=_ENTRY_POINT, nondeterministic=True)
+if "wmrl/MLTaskReplay-v0" not in registration.registry:
+    registration.register(
+        id="wmrl/MLTaskReplay-v0",
+        entry_point=_ENTRY_POINT,
+        kwargs={"executor": "replay", "action_mode": "structured"},
+    )

@@ -1,0 +1,279 @@
+"""An ML task: a seeded train/test split, its description, data export and host-side scorer.
+
+The agent sees :attr:`MLTask.description` and the exported ``train.csv`` / ``test.csv``; the
+test labels stay in this process and are used only by :class:`TaskScorer`, which runs on the
+host after the sandboxed program has written ``predictions.csv``.
+
+Example:
+    >>> from wmrl_env.envs.ml_tasks.datasets import load_dataset
+    >>> task = MLTask.from_dataset("iris", load_dataset("iris"), metric="accuracy")
+    >>> task.kind, len(task.test_ids), round(task.baseline, 3)
+    ('multiclass', 45, 0.333)
+    >>> csv = "id,prediction\\n" + "".join(f"{i},0\\n" for i in task.test_ids)
+    >>> task.evaluate({"predictions.csv": csv.encode()}) == task.baseline
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import io
+import math
+import os
+import shutil
+import tempfile
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.executors.base import Job
+from wmrl_env.utils.hashing import artifact_hash
+
+from .datasets import Dataset, TaskKind
+from .scoring import METRICS, PREDICTIONS_FILE, normalised_score, read_predictions
+
+__all__ = ["DEFAULT_TIMEOUT_S", "MLTask", "TaskScorer", "default_data_root"]
+
+TEST_FRACTION = 0.3
+SPLIT_SEED = 20240601
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def default_data_root() -> Path:
+    """Where task data is exported: ``$WMRL_DATA_DIR`` or ``~/.cache/wmrl_env/ml_tasks``."""
+    root = os.environ.get("WMRL_DATA_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "wmrl_env" / "ml_tasks"
+
+
+@dataclass(frozen=True)
+class TaskScorer:
+    """Scores a job's ``predictions.csv`` against the hidden labels (picklable, host side).
+
+    Returns the normalised score when ``normalise`` is true, else the raw metric value.
+    """
+
+    task_id: str
+    metric: str
+    test_ids: np.ndarray = field(repr=False)
+    y_test: np.ndarray = field(repr=False)
+    classes: np.ndarray | None = field(repr=False)
+    baseline: float
+    reference: float
+    normalise: bool = True
+
+    def raw(self, outputs: Mapping[str, bytes]) -> float:
+        predictions = read_predictions(outputs, self.test_ids, classes=self.classes)
+        return METRICS[self.metric](self.y_test, predictions)
+
+    def __call__(self, outputs: Mapping[str, bytes]) -> float:
+        raw = self.raw(outputs)
+        if not self.normalise:
+            return raw
+        return normalised_score(raw, baseline=self.baseline, reference=self.reference)
+
+
+@dataclass(frozen=True, eq=False)
+class MLTask:
+    """One supervised learning task with hidden test labels.
+
+    Build it with :meth:`from_dataset` (or :func:`~wmrl_env.envs.ml_tasks.get_task` for the
+    registered tasks). ``reference`` is the raw metric value that normalises to 1: the best
+    score seen in the committed execution table, or the metric's ideal value for a task
+    outside the table.
+    """
+
+    task_id: str
+    dataset: Dataset = field(repr=False)
+    metric: str
+    X_train: np.ndarray = field(repr=False)
+    y_train: np.ndarray = field(repr=False)
+    X_test: np.ndarray = field(repr=False)
+    test_ids: np.ndarray = field(repr=False)
+    _y_test: np.ndarray = field(repr=False)
+    baseline: float
+    reference: float
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def from_dataset(
+        cls,
+        task_id: str,
+        dataset: Dataset,
+        *,
+        metric: str,
+        max_rows: int | None = None,
+        reference: float | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> MLTask:
+        """Split ``dataset`` deterministically (seeded by the task id) into train and test.
+
+        Classification splits are stratified; ``max_rows`` first draws a seeded subsample.
+        """
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
+        if (metric == "roc_auc") != (dataset.kind == "binary"):
+            raise ValueError(f"metric {metric!r} does not fit a {dataset.kind} task")
+        rng = np.random.default_rng([SPLIT_SEED, zlib.crc32(task_id.encode())])
+        rows = np.arange(len(dataset.y))
+        if max_rows is not None and len(rows) > max_rows:
+            rows = np.sort(rng.choice(rows, size=max_rows, replace=False))
+        test = _split(dataset.y[rows], dataset.kind, rng)
+        train_rows, test_rows = rng.permutation(rows[~test]), rng.permutation(rows[test])
+        y_train, y_test = dataset.y[train_rows], dataset.y[test_rows]
+        spec = METRICS[metric]
+        baseline = spec(y_test, _trivial_predictions(dataset.kind, y_train, len(y_test)))
+        return cls(
+            task_id=task_id,
+            dataset=dataset,
+            metric=metric,
+            X_train=dataset.X[train_rows],
+            y_train=y_train,
+            X_test=dataset.X[test_rows],
+            test_ids=np.arange(len(test_rows)),
+            _y_test=y_test,
+            baseline=baseline,
+            reference=spec.ideal if reference is None else float(reference),
+            timeout_s=timeout_s,
+        )
+
+    @property
+    def kind(self) -> TaskKind:
+        return self.dataset.kind
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        """Class labels for label-predicting tasks (multiclass), else ``None``."""
+        return np.unique(self.y_train) if self.kind == "multiclass" else None
+
+    @functools.cached_property
+    def description(self) -> str:
+        """What the agent (and the world model) reads: the task in plain ASCII text."""
+        from .description import describe
+
+        return describe(self)
+
+    def scorer(self, *, normalise: bool = True) -> TaskScorer:
+        return TaskScorer(
+            task_id=self.task_id,
+            metric=self.metric,
+            test_ids=self.test_ids,
+            y_test=self._y_test,
+            classes=self.classes,
+            baseline=self.baseline,
+            reference=self.reference,
+            normalise=normalise,
+        )
+
+    def evaluate(self, outputs: Mapping[str, bytes]) -> float:
+        """The raw metric of a job's outputs; raises ``InvalidOutputError`` if unscoreable."""
+        return self.scorer(normalise=False).raw(outputs)
+
+    def normalise(self, raw: float) -> float:
+        """The normalised score of a raw metric value (see ``scoring.normalised_score``)."""
+        return normalised_score(raw, baseline=self.baseline, reference=self.reference)
+
+    # ----------------------------------------------------------------------------- export
+
+    @functools.cached_property
+    def csv_files(self) -> dict[str, bytes]:
+        """``train.csv`` (id, features, target) and ``test.csv`` (id, features), as bytes."""
+        names = list(self.dataset.feature_names)
+        target = self.y_train.astype(np.int64) if self.kind != "regression" else self.y_train
+        return {
+            "train.csv": _csv(["id", *names, "target"], self.X_train, target),
+            "test.csv": _csv(["id", *names], self.X_test, None),
+        }
+
+    @functools.cached_property
+    def _digest(self) -> str:
+        files = self.csv_files
+        return hashlib.sha256(b"".join(files[name] for name in sorted(files))).hexdigest()
+
+    def export(self, root: str | os.PathLike[str] | None = None) -> Path:
+        """Write the task's files to a read-only directory (reused when already there).
+
+        The directory name holds a digest of the content, so a changed split never reuses
+        stale files, and concurrent exports of the same task are safe.
+        """
+        root = Path(root) if root is not None else default_data_root()
+        final = root / f"{self.task_id}-{self._digest[:16]}"
+        if final.is_dir():
+            return final
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.task_id}-", dir=root))
+        for name, content in self.csv_files.items():
+            (staging / name).write_bytes(content)
+            (staging / name).chmod(0o444)
+        staging.chmod(0o555)
+        try:
+            staging.rename(final)
+        except OSError:  # another process exported it first
+            staging.chmod(0o755)
+            shutil.rmtree(staging)
+        return final
+
+    def make_job(
+        self,
+        program: str,
+        *,
+        data_root: str | os.PathLike[str] | None = None,
+        timeout_s: float | None = None,
+        normalise: bool = True,
+        tags: Mapping[str, Any] | None = None,
+    ) -> Job:
+        """A :class:`~wmrl_env.executors.base.Job` that runs ``program`` on this task.
+
+        Its tags carry ``task_id`` and ``program_hash`` (what the replay executor and the
+        execution log key on), plus any ``tags`` given.
+        """
+        directory = self.export(data_root)
+        return Job(
+            program=program,
+            inputs={name: directory / name for name in ("train.csv", "test.csv")},
+            output_files=(PREDICTIONS_FILE,),
+            scorer=self.scorer(normalise=normalise),
+            timeout_s=timeout_s if timeout_s is not None else self.timeout_s,
+            tags={"task_id": self.task_id, "program_hash": artifact_hash(program), **(tags or {})},
+        )
+
+
+def _split(y: np.ndarray, kind: TaskKind, rng: np.random.Generator) -> np.ndarray:
+    """Boolean test mask: stratified by class for classification, plain otherwise."""
+    test = np.zeros(len(y), dtype=bool)
+    groups = (
+        [np.flatnonzero(y == c) for c in np.unique(y)]
+        if kind != "regression"
+        else [np.arange(len(y))]
+    )
+    for members in groups:
+        chosen = rng.permutation(members)[: round(TEST_FRACTION * len(members))]
+        test[chosen] = True
+    return test
+
+
+def _trivial_predictions(kind: TaskKind, y_train: np.ndarray, n: int) -> np.ndarray:
+    """The trivial baseline: a constant score, the majority class, or the train mean."""
+    if kind == "binary":
+        return np.full(n, 0.5)
+    if kind == "multiclass":
+        labels, counts = np.unique(y_train, return_counts=True)
+        return np.full(n, labels[np.argmax(counts)])
+    return np.full(n, float(np.mean(y_train)))
+
+
+def _csv(header: list[str], X: np.ndarray, target: np.ndarray | None) -> bytes:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for i, row in enumerate(X):
+        cells = [str(i), *("" if math.isnan(v) else repr(float(v)) for v in row)]
+        if target is not None:
+            cells.append(repr(target[i].item()))
+        writer.writerow(cells)
+    return buffer.getvalue().encode()

@@ -1,0 +1,41 @@
+"""``wmrl build-tables`` and ``wmrl export-log`` through their parsers."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+
+import pytest
+
+from wmrl_env.cli import export_log, tables
+from wmrl_env.executors import ExecResult
+from wmrl_env.store import ExecutionLog
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wmrl")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    tables.register(subparsers)
+    export_log.register(subparsers)
+    return parser
+
+
+def test_export_log_writes_csv(tmp_path, capsys) -> None:
+    with ExecutionLog(tmp_path / "log.sqlite") as log:
+        log.record(ExecResult(job_id="a", status="ok", score=1.0), artifact="x", run_id="r1")
+        log.record(ExecResult(job_id="b", status="ok", score=0.0), artifact="y", run_id="r2")
+    args = _parser().parse_args(
+        ["export-log", str(tmp_path / "log.sqlite"), str(tmp_path / "out.csv"), "--run-id", "r2"]
+    )
+    assert args.func(args) == 0
+    assert "wrote 1 rows" in capsys.readouterr().out
+    with open(tmp_path / "out.csv", newline="") as handle:
+        assert [row["job_id"] for row in csv.DictReader(handle)] == ["b"]
+
+
+def test_build_tables_arguments() -> None:
+    args = _parser().parse_args(["build-tables", "--tasks", "iris", "wine", "--workers", "3"])
+    assert args.tasks == ["iris", "wine"] and args.workers == 3 and args.timeout is None
+    bad = _parser().parse_args(["build-tables", "--workers", "0"])
+    with pytest.raises(SystemExit, match="--workers must be at least 1"):
+        bad.func(bad)

@@ -1,0 +1,105 @@
+"""``wmrl train-world-model`` and the execution-log reader it uses."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from wmrl_env.cli.main import main
+from wmrl_env.executors.base import ExecResult
+from wmrl_env.store import ExecutionLog
+from wmrl_env.world_models.training_data import read_training_pairs
+
+DESCRIPTIONS = {"sort": "Sort a list.", "sum": "Sum a list."}
+
+
+def write_execution_log(path) -> None:
+    """A real wmrl_env.store log: 12 scored executions and one crash."""
+    with ExecutionLog(path) as log:
+        for i in range(12):
+            task = "sort" if i % 2 else "sum"
+            good = i % 3 != 0
+            result = ExecResult(job_id=f"j{i}", status="ok", score=0.9 if good else 0.1)
+            log.record(result, artifact=("sorted(x)" if good else "x") + f"  # {i}", task_id=task)
+        log.record(ExecResult(job_id="crash", status="crashed", message="boom"), artifact="1/0")
+
+
+def test_reads_the_store_log_with_task_descriptions(tmp_path) -> None:
+    write_execution_log(tmp_path / "log.sqlite")
+    pairs = read_training_pairs(tmp_path / "log.sqlite", contexts=DESCRIPTIONS)
+    assert len(pairs) == 12 and pairs.n_skipped == 1
+    assert set(pairs.contexts) == set(DESCRIPTIONS.values())
+    assert set(pairs.groups) == {"sort", "sum"}
+    np.testing.assert_allclose(sorted(set(pairs.scores)), [0.1, 0.9])
+    without = read_training_pairs(tmp_path / "log.sqlite")
+    assert set(without.contexts) == {"sort", "sum"}  # the task id stands in for the context
+
+
+def test_reader_errors_name_the_problem(tmp_path) -> None:
+    write_execution_log(tmp_path / "log.sqlite")
+    with pytest.raises(ValueError, match="no context given for task_id"):
+        read_training_pairs(tmp_path / "log.sqlite", contexts={"sort": "Sort."})
+    with pytest.raises(ValueError, match="no table 'runs'"):
+        read_training_pairs(tmp_path / "log.sqlite", table="runs")
+    (tmp_path / "bad.csv").write_text("context,artifact,score\nt,x,high\n")
+    with pytest.raises(ValueError, match="not a number"):
+        read_training_pairs(tmp_path / "bad.csv")
+    (tmp_path / "cols.csv").write_text("prompt,completion\nt,x\n")
+    with pytest.raises(ValueError, match="needs 'artifact' and 'score'"):
+        read_training_pairs(tmp_path / "cols.csv")
+    with pytest.raises(FileNotFoundError):
+        read_training_pairs(tmp_path / "missing.csv")
+
+
+@pytest.mark.transformers
+@pytest.mark.slow
+def test_causal_lm_command_fine_tunes_and_saves(tmp_path, tiny_lm_dir, capsys) -> None:
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+
+    write_execution_log(tmp_path / "log.sqlite")
+    (tmp_path / "tasks.json").write_text(json.dumps(DESCRIPTIONS))
+    out = tmp_path / "wm"
+    argv = ["train-world-model", str(tmp_path / "log.sqlite"), "--backend", "causal-lm"]
+    argv += ["--model", tiny_lm_dir, "--contexts", str(tmp_path / "tasks.json")]
+    argv += ["--out", str(out), "--epochs", "2", "--learning-rate", "0.01", "--rank", "4"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n_skipped"] == 1 and summary["n_train"] + summary["n_eval"] == 12
+    assert summary["eval_loss_after"] < summary["eval_loss_before"]
+    scorer = CausalLMScorer.load(out, min_score_mass=0.0)
+    assert scorer.model.peft_config["default"].r == 4
+    assert scorer.predict(["Sort a list."], ["sorted(x)"]).valid.all()
+
+
+@pytest.mark.transformers
+@pytest.mark.slow
+def test_embedding_command_fits_and_saves(tmp_path, capsys) -> None:
+    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+
+    write_execution_log(tmp_path / "log.sqlite")
+    out = tmp_path / "wm"
+    argv = ["train-world-model", str(tmp_path / "log.sqlite"), "--out", str(out)]
+    assert main([*argv, "--head", "knn", "--max-length", "64"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary == {
+        "backend": "embedding",
+        "out": str(out),
+        "n_skipped": 1,
+        "head": "knn",
+        "n_pairs": 12,
+    }
+    model = EmbeddingRegressor.load(out)
+    assert model.encoder.max_length == 64
+    assert model.predict(["sort"], ["sorted(x)"]).valid.all()
+
+
+def test_command_reports_bad_input_without_a_traceback(tmp_path, capsys) -> None:
+    (tmp_path / "one.csv").write_text("context,artifact,score\nt,x,0.5\n")
+    assert main(["train-world-model", str(tmp_path / "one.csv"), "--out", str(tmp_path)]) == 2
+    assert "at least 2 are needed" in capsys.readouterr().err
+    (tmp_path / "two.csv").write_text("context,artifact,score\nt,x,0.5\nt,y,0.7\n")
+    argv = ["train-world-model", str(tmp_path / "two.csv"), "--out", str(tmp_path)]
+    assert main([*argv, "--backend", "causal-lm"]) == 2
+    assert "--model is required" in capsys.readouterr().err

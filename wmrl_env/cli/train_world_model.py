@@ -1,0 +1,132 @@
+"""``wmrl train-world-model``: train a world model on an execution log.
+
+Backends:
+
+* ``embedding`` (CPU default): fits an
+  :class:`~wmrl_env.world_models.embedding_regressor.EmbeddingRegressor` and saves it
+  (``EmbeddingRegressor.load(OUT)``).
+* ``causal-lm``: LoRA fine-tuning of a causal LM scorer
+  (:func:`~wmrl_env.world_models.lora.finetune_lora`); saves the adapter and the scorer
+  configuration (``CausalLMScorer.load(OUT)``), or with ``--merge`` a plain model directory.
+
+The log is a CSV or SQLite file (:func:`~wmrl_env.world_models.training_data.read_training_pairs`);
+``--contexts`` names a JSON file mapping task ids to task descriptions. A JSON summary is
+printed on stdout.
+
+Example:
+    $ wmrl train-world-model runs/log.sqlite --backend causal-lm --model ./qwen-0.5b \\
+          --contexts tasks.json --epochs 2 --out runs/wm-lora
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    from wmrl_env.world_models.heads import HEADS
+    from wmrl_env.world_models.lora import LoraTrainingConfig
+
+    parser = subparsers.add_parser(
+        "train-world-model",
+        help="train a world model (embedding regressor or LoRA causal LM) on an execution log",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("log", help="execution log: .csv, or .sqlite/.sqlite3/.db")
+    parser.add_argument("--out", required=True, help="directory to save the trained model to")
+    parser.add_argument("--backend", choices=("embedding", "causal-lm"), default="embedding")
+    parser.add_argument(
+        "--model",
+        help="model directory: the encoder (embedding; default all-MiniLM-L6-v2) "
+        "or the causal LM (causal-lm; required)",
+    )
+    parser.add_argument("--contexts", help="JSON file: task id -> task description")
+    parser.add_argument("--table", default="executions", help="SQLite table to read")
+    parser.add_argument(
+        "--score-range", nargs=2, type=float, default=(0.0, 1.0), metavar=("LOW", "HIGH")
+    )
+    parser.add_argument("--head", choices=HEADS, default=None, help="embedding head")
+    parser.add_argument("--max-length", type=int, default=None, help="tokens kept per text")
+    parser.add_argument("--merge", action="store_true", help="causal-lm: merge LoRA into weights")
+    for config_field in dataclasses.fields(LoraTrainingConfig):
+        if config_field.name == "target_modules":
+            parser.add_argument(
+                "--target-modules",
+                nargs="+",
+                default=list(config_field.default),
+                help=config_field.metadata["help"],
+            )
+            continue
+        parser.add_argument(
+            "--" + config_field.name.replace("_", "-"),
+            type=type(config_field.default),
+            default=config_field.default,
+            help=f"causal-lm: {config_field.metadata['help']} (default {config_field.default})",
+        )
+    parser.set_defaults(func=run)
+
+
+def _train_embedding(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
+    from wmrl_env.world_models.embedding_regressor import DEFAULT_HEAD, EmbeddingRegressor
+    from wmrl_env.world_models.encoder import TextEncoder
+
+    encoder_kwargs = {"max_length": args.max_length} if args.max_length else {}
+    encoder = TextEncoder(args.model, **encoder_kwargs)
+    model = EmbeddingRegressor(
+        encoder, head=args.head or DEFAULT_HEAD, score_range=tuple(args.score_range), seed=args.seed
+    )
+    model.fit(pairs.contexts, pairs.artifacts, pairs.scores)
+    model.save(args.out)
+    return {"head": model.head_name, "n_pairs": model.n_pairs}
+
+
+def _train_causal_lm(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lora import LoraTrainingConfig, finetune_lora
+    from wmrl_env.world_models.prompting import ScorePrompt
+    from wmrl_env.world_models.score_bins import ScoreBins
+
+    if not args.model:
+        raise ValueError("--model is required for --backend causal-lm")
+    names = {f.name for f in dataclasses.fields(LoraTrainingConfig)}
+    config = LoraTrainingConfig(**{name: getattr(args, name) for name in names})
+    prompt = ScorePrompt(bins=ScoreBins(score_range=tuple(args.score_range)))
+    scorer_kwargs = {"max_length": args.max_length} if args.max_length else {}
+    scorer = CausalLMScorer(args.model, prompt=prompt, **scorer_kwargs)
+    report = finetune_lora(scorer, pairs.contexts, pairs.artifacts, pairs.scores, config)
+    scorer.save(args.out, merge=args.merge)
+    return {
+        "n_train": report.n_train,
+        "n_eval": report.n_eval,
+        "eval_loss_before": report.eval_loss_before,
+        "eval_loss_after": report.eval_loss_after,
+        "first_loss": report.losses[0],
+        "last_loss": report.losses[-1],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from wmrl_env.world_models.training_data import read_training_pairs
+
+    try:
+        contexts = None
+        if args.contexts:
+            with open(args.contexts, encoding="utf-8") as handle:
+                contexts = json.load(handle)
+        pairs = read_training_pairs(args.log, contexts=contexts, table=args.table)
+        if len(pairs) < 2:
+            raise ValueError(f"{args.log} holds {len(pairs)} scored pairs; at least 2 are needed")
+        train = _train_embedding if args.backend == "embedding" else _train_causal_lm
+        summary = {"backend": args.backend, "out": args.out, "n_skipped": pairs.n_skipped}
+        summary.update(train(args, pairs))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"wmrl train-world-model: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=2))
+    return 0

@@ -1,0 +1,29 @@
+"""The reward-fusion core: anchors, online debiasing, inverse-variance denoising, PPI.
+
+Pure numpy/scipy: no torch, gymnasium or backend imports, so it can run anywhere.
+"""
+
+from wmrl_env.fusion.advantages import group_advantages
+from wmrl_env.fusion.anchors import inclusion_probabilities, select_anchor_groups
+from wmrl_env.fusion.calibration import CalibrationMap, CalibrationUpdate, OnlineCalibrator
+from wmrl_env.fusion.groups import GroupIndex
+from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights
+from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
+from wmrl_env.fusion.reward_fusion import METHODS, FusionOutput, RewardFusion
+
+__all__ = [
+    "METHODS",
+    "CalibrationMap",
+    "CalibrationUpdate",
+    "FusionOutput",
+    "GroupIndex",
+    "KappaEstimator",
+    "OnlineCalibrator",
+    "RewardFusion",
+    "fusion_weights",
+    "group_advantages",
+    "inclusion_probabilities",
+    "power_tuned_lambda",
+    "rectified_rewards",
+    "select_anchor_groups",
+]

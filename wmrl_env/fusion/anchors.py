@@ -1,0 +1,93 @@
+"""Choose which whole groups are executed for real, with known inclusion probabilities.
+
+Uniform selection draws a simple random sample of ``m`` groups (``pi_g = m / M``).
+Priority-driven selection (e.g. by the world model's expected error) makes ``pi_g`` grow with
+each group's priority, mixed with uniform so that ``1 / pi_g`` stays bounded, and draws exactly
+``m`` groups by systematic sampling over a random order, which realises every ``pi_g`` exactly.
+Known ``pi_g`` is what keeps the PPI estimator unbiased.
+
+Example:
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> chosen, pi = select_anchor_groups(10, 3, rng)
+    >>> int(chosen.sum()), pi.tolist() == [0.3] * 10
+    (3, True)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def num_anchor_groups(num_groups: int, fraction: float, minimum: int) -> int:
+    """``round(fraction * M)``, at least ``minimum``, at most ``M``.
+
+    >>> num_anchor_groups(64, 0.1, 1), num_anchor_groups(8, 0.1, 1), num_anchor_groups(4, 0.0, 0)
+    (6, 1, 0)
+    """
+    return int(min(num_groups, max(minimum, math.floor(fraction * num_groups + 0.5))))
+
+
+def inclusion_probabilities(
+    priorities: np.ndarray, num_anchors: int, uniform_mix: float = 0.5
+) -> np.ndarray:
+    """Inclusion probabilities summing to ``num_anchors``, increasing with ``priorities``.
+
+    ``pi ∝ (1 - uniform_mix) * w / mean(w) + uniform_mix``; probabilities above 1 are capped
+    and the excess is spread over the others (standard PPS capping).
+
+    >>> inclusion_probabilities(np.array([0.0, 1.0, 3.0]), 1, uniform_mix=0.5).round(3).tolist()
+    [0.167, 0.292, 0.542]
+    """
+    w = np.asarray(priorities, dtype=np.float64)
+    if w.ndim != 1 or not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("priorities must be a 1-D array of finite non-negative numbers")
+    if not 0.0 < uniform_mix <= 1.0:
+        raise ValueError(f"uniform_mix must be in (0, 1], got {uniform_mix}")
+    mean = w.mean()
+    relative = w / mean if mean > 0 else np.ones_like(w)
+    size = (1.0 - uniform_mix) * relative + uniform_mix
+    pi = np.zeros_like(size)
+    capped = np.zeros(size.shape, dtype=bool)
+    for _ in range(size.shape[0]):  # converges in at most M rounds
+        remaining = num_anchors - capped.sum()
+        free = ~capped
+        pi[free] = remaining * size[free] / size[free].sum() if free.any() else 0.0
+        pi[capped] = 1.0
+        over = free & (pi > 1.0)
+        if not over.any():
+            break
+        capped |= over
+    return pi
+
+
+def select_anchor_groups(
+    num_groups: int,
+    num_anchors: int,
+    rng: np.random.Generator,
+    priorities: np.ndarray | None = None,
+    uniform_mix: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pick exactly ``num_anchors`` of ``num_groups`` groups.
+
+    Returns ``(chosen, pi)``: a bool mask per group and each group's inclusion probability.
+    """
+    if not 0 <= num_anchors <= num_groups:
+        raise ValueError(f"num_anchors must be in [0, {num_groups}], got {num_anchors}")
+    if priorities is None:
+        chosen = np.zeros(num_groups, dtype=bool)
+        chosen[rng.choice(num_groups, size=num_anchors, replace=False)] = True
+        return chosen, np.full(num_groups, num_anchors / num_groups)
+    pi = inclusion_probabilities(priorities, num_anchors, uniform_mix)
+    if pi.shape[0] != num_groups:
+        raise ValueError(f"need one priority per group ({num_groups}), got {pi.shape[0]}")
+    order = rng.permutation(num_groups)
+    edges = np.cumsum(pi[order])
+    edges[-1] = num_anchors  # absorb rounding so the last point always lands
+    points = rng.uniform() + np.arange(num_anchors)
+    hits = np.searchsorted(edges, points, side="right")
+    chosen = np.zeros(num_groups, dtype=bool)
+    chosen[order[hits]] = True
+    return chosen, pi

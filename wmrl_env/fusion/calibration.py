@@ -1,0 +1,381 @@
+"""Online debiasing: an increasing map from world-model score to real score, refit every step.
+
+The map is an isotonic regression of real scores ``r`` on world-model scores ``s`` over the
+anchor pairs of the last ``window`` steps, weighted ``decay ** age`` so that it follows drift.
+It is always *increasing* and clipped outside the fitted range. When the data cannot support
+it (fewer than ``min_pairs`` pairs, fewer than ``min_groups`` anchor groups, or a rank
+correlation that is not positive) the calibrator falls back, in order, to the previous map,
+an affine fit with positive slope, and the identity.
+
+Isotonic regression pools ties and can make a whole group's calibrated scores equal, which
+would erase that group's advantages; a tiny monotone tie-break
+(``tie_break * span(f) * standardised s``) keeps the ranking of every group.
+
+Residuals used to estimate error are *cross-fitted*: the current step's anchor groups are split
+into folds and each fold is predicted by a map fitted without it (in-sample isotonic residuals
+are optimistic, even exactly zero).
+
+Example:
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> truth = rng.uniform(size=400)
+    >>> wm = truth**3 + 0.3                      # monotone distortion plus bias
+    >>> calibrator = OnlineCalibrator(min_pairs=8)
+    >>> update = calibrator.update(wm, truth)
+    >>> update.fallback is None, bool(np.abs(calibrator.transform(wm) - truth).max() < 0.05)
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+from wmrl_env.fusion.groups import GroupIndex
+from wmrl_env.fusion.window import SortedPairWindow
+
+
+@dataclass(frozen=True)
+class CalibrationMap:
+    """A monotone map ``s -> f(s)``: piecewise linear through knots, constant beyond them.
+
+    ``kind`` is ``"isotonic"``, ``"affine"`` or ``"identity"`` (no knots).
+
+    >>> m = CalibrationMap("affine", np.array([0.0, 1.0]), np.array([0.0, 2.0]))
+    >>> m(np.array([-1.0, 0.5, 3.0])).tolist()
+    [0.0, 1.0, 2.0]
+    """
+
+    kind: str
+    knots_x: np.ndarray | None = None
+    knots_y: np.ndarray | None = None
+    tie_scale: float = 0.0  # multiplies the standardised score: the monotone tie-break
+    s_mean: float = 0.0
+    s_std: float = 1.0
+
+    def __call__(self, scores: np.ndarray) -> np.ndarray:
+        scores = np.asarray(scores, dtype=np.float64)
+        if self.kind == "identity":
+            return scores.copy()
+        mapped = np.interp(scores, self.knots_x, self.knots_y)
+        if self.tie_scale:
+            mapped = mapped + self.tie_scale * (scores - self.s_mean) / self.s_std
+        return mapped
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> CalibrationMap:
+        return cls(**state)
+
+
+IDENTITY = CalibrationMap("identity")
+
+
+@dataclass(frozen=True)
+class TieBreak:
+    """The monotone tie-break ``scale * (s - mean) / std`` shared by a fit and its folds."""
+
+    scale: float
+    mean: float
+    std: float
+
+    @classmethod
+    def for_data(cls, s: np.ndarray, r: np.ndarray, relative_size: float) -> TieBreak:
+        span = float(r.max() - r.min()) or 1.0
+        return cls(relative_size * span, float(s.mean()), float(s.std()) or 1.0)
+
+
+def run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Indices where a run of equal values begins in a sorted array.
+
+    >>> run_starts(np.array([1.0, 1.0, 2.0, 3.0, 3.0])).tolist()
+    [0, 2, 3]
+    """
+    changes = np.empty(ordered.size, dtype=bool)
+    changes[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=changes[1:])
+    return np.flatnonzero(changes)
+
+
+def fit_isotonic_sorted(
+    s: np.ndarray, r: np.ndarray, w: np.ndarray, tie: TieBreak | None = None
+) -> CalibrationMap:
+    """Weighted increasing isotonic fit of ``r`` on ``s``; ``s`` must be sorted ascending.
+
+    Tied scores are pooled first (as scikit-learn does), then pool-adjacent-violators runs on
+    the distinct scores, and only the ends of each fitted block are kept as knots.
+    """
+    starts = run_starts(s)
+    if starts.size == s.size:  # no ties: nothing to pool
+        x, pooled, weight = s, r, w
+    else:
+        weight = np.add.reduceat(w, starts)
+        pooled = np.add.reduceat(w * r, starts) / weight
+        x = s[starts]
+    fit = isotonic_regression(pooled, weights=weight, increasing=True)
+    first, last = fit.blocks[:-1], fit.blocks[1:] - 1
+    knots_x = np.column_stack([x[first], x[last]]).ravel()
+    knots_y = np.repeat(fit.x[first], 2)
+    keep = np.ones(knots_x.size, dtype=bool)
+    keep[1:] = knots_x[1:] != knots_x[:-1]
+    tie = tie or TieBreak.for_data(s, r, 1e-3)
+    return CalibrationMap("isotonic", knots_x[keep], knots_y[keep], tie.scale, tie.mean, tie.std)
+
+
+def fit_affine(
+    s: np.ndarray, r: np.ndarray, w: np.ndarray, tie: TieBreak | None = None
+) -> CalibrationMap | None:
+    """Weighted least-squares line with positive slope, clipped to the data's score range;
+    ``None`` when the slope is not positive or the scores are constant."""
+    s_mean = np.average(s, weights=w)
+    r_mean = np.average(r, weights=w)
+    var = np.average((s - s_mean) ** 2, weights=w)
+    if not var > 0:
+        return None
+    slope = np.average((s - s_mean) * (r - r_mean), weights=w) / var
+    if not slope > 0:
+        return None
+    x = np.array([s.min(), s.max()])
+    tie = tie or TieBreak.for_data(s, r, 1e-3)
+    y = r_mean + slope * (x - s_mean)
+    return CalibrationMap("affine", x, y, tie.scale, tie.mean, tie.std)
+
+
+def average_ranks(values: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
+    """0-based ranks with ties given their average rank; ``order`` is an argsort if known.
+
+    >>> average_ranks(np.array([3.0, 1.0, 3.0, 2.0])).tolist()
+    [2.5, 0.0, 2.5, 1.0]
+    """
+    order = np.argsort(values, kind="stable") if order is None else order
+    ordered = values[order]
+    starts = run_starts(ordered)
+    ends = np.append(starts[1:], values.size)
+    ranks = np.empty(values.size)
+    ranks[order] = np.repeat((starts + ends - 1) / 2.0, ends - starts)
+    return ranks
+
+
+def spearman(s: np.ndarray, r: np.ndarray, s_order: np.ndarray | None = None) -> float:
+    """Spearman rank correlation with average ranks for ties; NaN when either is constant.
+
+    >>> spearman(np.array([1.0, 2.0, 3.0]), np.array([1.0, 5.0, 2.0]))
+    0.5
+    """
+    rs, rr = average_ranks(s, s_order), average_ranks(r)
+    rs -= rs.mean()
+    rr -= rr.mean()
+    denominator = np.sqrt(np.dot(rs, rs) * np.dot(rr, rr))
+    return float(np.dot(rs, rr) / denominator) if denominator > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class CalibrationUpdate:
+    """What one :meth:`OnlineCalibrator.update` did.
+
+    Attributes:
+        map: the map now in use.
+        fallback: ``None`` when the isotonic fit was used, else ``"previous"``, ``"affine"``
+            or ``"identity"``.
+        reason: why it fell back (empty when it did not).
+        cross_fitted: shape ``(n,)``, for this step's pairs, the prediction of a map fitted
+            without the pair's group (NaN when no out-of-sample map existed).
+        n_pairs: pairs in the window.
+        n_groups: anchor groups in the window.
+        spearman: rank correlation of the window's pairs (NaN when undefined).
+    """
+
+    map: CalibrationMap
+    fallback: str | None
+    reason: str
+    cross_fitted: np.ndarray
+    n_pairs: int
+    n_groups: int
+    spearman: float
+
+
+class OnlineCalibrator:
+    """Isotonic calibration over a sliding, age-weighted window of anchor pairs.
+
+    Args:
+        window: steps of anchor pairs kept.
+        decay: weight multiplier per step of age (``1.0``: no decay).
+        min_pairs: fewest pairs for an isotonic fit.
+        min_groups: fewest anchor groups in the window for an isotonic fit.
+        n_folds: folds over the current step's groups for cross-fitted residuals.
+        tie_break: relative size of the monotone tie-break.
+
+    >>> calibrator = OnlineCalibrator()
+    >>> calibrator.transform(np.array([0.3])).tolist()      # identity until fitted
+    [0.3]
+    """
+
+    def __init__(
+        self,
+        window: int = 8,
+        decay: float = 0.8,
+        min_pairs: int = 16,
+        min_groups: int = 2,
+        n_folds: int = 2,
+        tie_break: float = 1e-3,
+    ) -> None:
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        if n_folds < 2:
+            raise ValueError(f"n_folds must be >= 2, got {n_folds}")
+        if min_pairs < 2 or min_groups < 1:
+            raise ValueError("min_pairs must be >= 2 and min_groups >= 1")
+        self.window = window
+        self.decay = decay
+        self.min_pairs = min_pairs
+        self.min_groups = min_groups
+        self.n_folds = n_folds
+        self.tie_break = tie_break
+        self.map: CalibrationMap = IDENTITY
+        self._fitted = False  # whether ``map`` came from data, i.e. a "previous map" exists
+        self._window = SortedPairWindow(window)
+        self._last_residuals = np.empty(0)
+        self._warned_constant = False
+
+    def transform(self, scores: np.ndarray) -> np.ndarray:
+        """Calibrated scores under the current map."""
+        return self.map(scores)
+
+    def update(
+        self, wm_scores: np.ndarray, real_scores: np.ndarray, groups: np.ndarray | None = None
+    ) -> CalibrationUpdate:
+        """Add one step's anchor pairs, refit, and cross-fit this step's pairs.
+
+        ``groups`` labels each pair's group (default: each pair its own group); folds are
+        whole groups. With no pairs this step the window still ages and the map is refit.
+        """
+        s = np.asarray(wm_scores, dtype=np.float64)
+        r = np.asarray(real_scores, dtype=np.float64)
+        if s.shape != r.shape or s.ndim != 1:
+            raise ValueError(f"wm_scores {s.shape} and real_scores {r.shape} must be equal 1-D")
+        if not (np.isfinite(s).all() and np.isfinite(r).all()):
+            raise ValueError("calibration pairs must be finite (drop failed executions first)")
+        labels = np.arange(s.size) if groups is None else np.asarray(groups)
+        if labels.shape != s.shape:
+            raise ValueError(f"groups {labels.shape} must match the pairs {s.shape}")
+        dense = GroupIndex.from_ids(labels).inverse if s.size else labels.astype(np.intp)
+        n_current_groups = int(dense.max()) + 1 if s.size else 0
+        previous = self.map if self._fitted else None
+
+        window = self._window
+        positions = window.add(s, r, n_current_groups)
+        ws, wr = window.scores, window.reals
+        ww = (self.decay ** np.arange(self.window, dtype=np.float64))[window.ages()]
+        rho = spearman(*window.newest(at_least=4096)) if len(window) > 1 else float("nan")
+        tie = TieBreak.for_data(ws, wr, self.tie_break) if ws.size else None
+
+        reason = self._reason_not_to_fit(ws, window.num_groups, rho)
+        if not reason:
+            fallback, chosen = None, fit_isotonic_sorted(ws, wr, ww, tie)
+            cross_fitted = self._cross_fit(s, dense, positions, ww, tie, previous)
+        else:
+            fallback, chosen = self._fallback(ws, wr, ww, tie, previous, reason)
+            # a previous map or the identity never saw this step's data; an affine fallback
+            # has two parameters, so its in-sample optimism is negligible
+            cross_fitted = chosen(s)
+        self.map = chosen
+        self._fitted = self._fitted or fallback in (None, "affine")
+        self._last_residuals = r - cross_fitted
+        return CalibrationUpdate(
+            chosen, fallback, reason, cross_fitted, ws.size, window.num_groups, rho
+        )
+
+    def cross_fitted_residuals(self) -> np.ndarray:
+        """Residuals ``r - f_{-fold}(s)`` of the pairs added by the last :meth:`update`.
+
+        NaN for a pair whose fold had no out-of-sample map yet (too little data): leave
+        those out of any error estimate."""
+        return self._last_residuals.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "map": self.map.state_dict(),
+            "fitted": self._fitted,
+            "window": self._window.state_dict(),
+            "last_residuals": self._last_residuals.copy(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.map = CalibrationMap.from_state_dict(state["map"])
+        self._fitted = bool(state["fitted"])
+        self._window.load_state_dict(state["window"])
+        self._last_residuals = np.array(state["last_residuals"])
+
+    def _reason_not_to_fit(self, sorted_scores: np.ndarray, n_groups: int, rho: float) -> str:
+        if sorted_scores.size >= 2 and sorted_scores[0] == sorted_scores[-1]:
+            return "world-model scores are constant"
+        if sorted_scores.size < self.min_pairs:
+            return f"{sorted_scores.size} pairs < min_pairs={self.min_pairs}"
+        if n_groups < self.min_groups:
+            return f"{n_groups} anchor groups < min_groups={self.min_groups}"
+        if not rho > 0:
+            return f"rank correlation {rho:.3f} is not positive"
+        return ""
+
+    def _fallback(
+        self,
+        s: np.ndarray,
+        r: np.ndarray,
+        w: np.ndarray,
+        tie: TieBreak | None,
+        previous: CalibrationMap | None,
+        reason: str,
+    ) -> tuple[str, CalibrationMap]:
+        if reason == "world-model scores are constant":
+            if not self._warned_constant:  # once per calibrator: it may recur every step
+                warnings.warn(f"calibration falls back to identity: {reason}", stacklevel=3)
+                self._warned_constant = True
+            return "identity", IDENTITY
+        if previous is not None:
+            return "previous", previous
+        affine = fit_affine(s, r, w, tie) if s.size >= 2 else None
+        if affine is not None:
+            return "affine", affine
+        return "identity", IDENTITY
+
+    def _cross_fit(
+        self,
+        s: np.ndarray,
+        dense: np.ndarray,
+        positions: np.ndarray,
+        weights: np.ndarray,
+        tie: TieBreak,
+        previous: CalibrationMap | None,
+    ) -> np.ndarray:
+        """For this step's pairs, predictions of maps fitted without the pair's fold.
+
+        The window is sorted once; each fold is a boolean mask over it, so no fold sorts.
+        """
+        out = np.full(s.size, np.nan)
+        if s.size == 0:
+            return out
+        ws, wr = self._window.scores, self._window.reals
+        n_folds = min(self.n_folds, int(dense.max()) + 1)
+        fold_of_pair = dense % n_folds
+        fold_in_window = np.full(ws.size, -1)
+        fold_in_window[positions] = fold_of_pair
+        for fold in range(n_folds):
+            keep = fold_in_window != fold
+            held_out = fold_of_pair == fold
+            kept = ws[keep]
+            if kept.size >= 2 and kept[0] != kept[-1]:
+                fold_map = fit_isotonic_sorted(kept, wr[keep], weights[keep], tie)
+            elif previous is not None:
+                fold_map = previous
+            else:
+                continue  # no out-of-sample map for this fold: its residuals stay unknown
+            out[held_out] = fold_map(s[held_out])
+        return out

@@ -1,0 +1,147 @@
+"""Stable-Baselines3 adapter: a :class:`~wmrl_env.WorldModelVectorEnv` as an SB3 ``VecEnv``.
+
+SB3's vector contract differs from gymnasium's: ``reset()`` returns observations only,
+``step_wait()`` returns ``(obs, rewards, dones, infos)`` with one info dict per env, and an env
+that is done is reset at once, its last observation kept in ``info["terminal_observation"]``.
+This module is the one place that converts; nothing of SB3's contract leaks elsewhere.
+
+A round (one GRPO batch) is the unit the world-model env resets, so the adapter reports
+``done`` for every env when the round ends and then starts the next round. In outcome tasks
+every round is one step, the ordinary case. In multi-step tasks an env whose episode ended
+before the others waits in an absorbing state (same observation, reward 0, its actions
+ignored) until the round ends, when every env receives its fused trajectory reward.
+
+Failed real executions have a NaN fused reward; SB3 cannot learn from NaN, so the adapter
+hands out ``failed_reward`` instead (``info["exec_status"]`` says what happened).
+
+Example:
+    >>> import gymnasium as gym
+    >>> import numpy as np
+    >>> from wmrl_env import RewardFusion, WorldModelVectorEnv
+    >>> class Bandit(gym.Env):
+    ...     observation_space, action_space = gym.spaces.Discrete(3), gym.spaces.Discrete(3)
+    ...     def reset(self, *, seed=None, options=None):
+    ...         super().reset(seed=seed)
+    ...         self.task = int(self.np_random.integers(3))
+    ...         return self.task, {}
+    ...     def step(self, action):
+    ...         return self.task, float(action == self.task), True, False, {}
+    >>> class Guess:
+    ...     def predict(self, contexts, actions):
+    ...         return 0.9 * (np.asarray(contexts) == np.asarray(actions))
+    >>> envs = SB3VecEnv(WorldModelVectorEnv(Bandit, Guess(), num_groups=2, group_size=2,
+    ...                                      fusion=RewardFusion(seed=0), executor="inline"))
+    >>> obs = envs.reset()
+    >>> obs, rewards, dones, infos = envs.step(np.zeros(4, dtype=np.int64))
+    >>> dones.tolist(), "advantage" in infos[0], "terminal_observation" in infos[0]
+    ([True, True, True, True], True, True)
+    >>> envs.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from wmrl_env.utils.imports import require
+from wmrl_env.wrappers.vector import WorldModelVectorEnv
+
+vec_env = require("stable_baselines3.common.vec_env", "the Stable-Baselines3 adapter")
+
+__all__ = ["SB3VecEnv", "per_env_infos"]
+
+_SB3_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
+
+
+def per_env_infos(info: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
+    """Gymnasium's vector info (arrays + ``_key`` masks) as one dict per env."""
+    infos: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+    for key, value in info.items():
+        if key.startswith("_"):
+            continue
+        mask = info.get(f"_{key}", np.ones(num_envs, dtype=bool))
+        per_env = per_env_infos(value, num_envs) if isinstance(value, dict) else value
+        for i in np.flatnonzero(mask):
+            infos[i][key] = per_env[i]
+    return infos
+
+
+class SB3VecEnv(vec_env.VecEnv):
+    """Stable-Baselines3 ``VecEnv`` view of a :class:`WorldModelVectorEnv`.
+
+    Args:
+        envs: the world-model vector env (closed with this adapter).
+        failed_reward: reward for a failed real execution (SB3 cannot take NaN).
+    """
+
+    def __init__(self, envs: WorldModelVectorEnv, failed_reward: float = 0.0) -> None:
+        space = envs.single_observation_space
+        if not isinstance(space, _SB3_SPACES):
+            raise ValueError(
+                f"Stable-Baselines3 cannot take {type(space).__name__} observations; encode them "
+                "into a Box (e.g. with a gymnasium ObservationWrapper in env_fn)"
+            )
+        if not np.isfinite(failed_reward):
+            raise ValueError(f"failed_reward must be a finite number, got {failed_reward}")
+        self.envs = envs
+        self.failed_reward = float(failed_reward)
+        self._actions: np.ndarray | None = None
+        super().__init__(envs.num_envs, space, envs.single_action_space)
+
+    def reset(self) -> Any:
+        seed = self._seeds[0]
+        observations, info = self.envs.reset(seed=seed, options=self._options[0] or None)
+        self.reset_infos = per_env_infos(info, self.num_envs)
+        self._reset_seeds()
+        self._reset_options()
+        return observations
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        if self._actions is None:
+            raise RuntimeError("step_wait() without step_async()")
+        observations, rewards, terminated, truncated, info = self.envs.step(self._actions)
+        self._actions = None
+        rewards = np.where(np.isnan(rewards), self.failed_reward, rewards).astype(np.float32)
+        infos = per_env_infos(info, self.num_envs)
+        round_done = bool(np.all(terminated | truncated))
+        if round_done:
+            for i, env_info in enumerate(infos):
+                env_info["terminal_observation"] = _item(observations, i)
+                env_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+            observations = self.reset()
+        dones = np.full(self.num_envs, round_done)
+        return observations, rewards, dones, infos
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        value = getattr(self.envs, attr_name)
+        return [value for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        raise AttributeError(
+            f"cannot set {attr_name!r}: the real envs of a WorldModelVectorEnv live in its executor"
+        )
+
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any
+    ) -> list[Any]:
+        raise AttributeError(
+            f"cannot call {method_name!r} on sub-envs: the real envs of a WorldModelVectorEnv "
+            "live in its executor"
+        )
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+
+def _item(observations: Any, index: int) -> Any:
+    if isinstance(observations, dict):
+        return {key: value[index] for key, value in observations.items()}
+    return observations[index]

@@ -1,0 +1,299 @@
+"""TRL integration: a GRPO reward function that answers most completions with a world model.
+
+:class:`WorldModelReward` is a plain TRL reward function (``reward_funcs=[reward]``). On each
+call it
+
+1. scores every completion with a world model (one batched ``predict``),
+2. groups the completions by prompt (a GRPO group),
+3. picks anchor groups with :meth:`RewardFusion.select_anchors`, adds every group holding an
+   invalid world-model prediction (NaN, out of range, unparseable: never passed on), and
+   executes the anchors for real through an :class:`~wmrl_env.executors.base.Executor`
+   (``to_job(prompt, completion, **columns) -> Job``),
+4. fuses both streams with :class:`~wmrl_env.fusion.RewardFusion` and returns one value per
+   completion: the **fused advantage** (``None`` for a failed execution).
+
+Why advantages and not rewards: TRL centres the returned values per group and, with
+``scale_rewards="group"`` (its default), divides by each group's std, which undoes the
+fusion's inverse-variance weights (a constant per group). Fused advantages are already
+group-centred, so with ``scale_rewards="none"`` TRL's own arithmetic leaves them unchanged and
+the policy gradient sees exactly ``FusionOutput.advantages``. :class:`WMRLGRPOTrainer` is a
+``GRPOTrainer`` that checks that configuration (and a single process, since a GRPO group must
+not be split across processes for the fusion to see it whole). The fused rewards, kappa,
+calibration quality and anchor counts are logged through TRL's ``log_metric`` as ``wmrl/*``.
+
+Every finished execution matters: wrap the executor in ``wmrl_env.store.LoggingExecutor`` to
+commit each result to the execution log as it finishes; jobs carry the tags ``step`` and
+``wm_score`` for it.
+
+Example (needs the ``trl`` extra)::
+
+    reward = WorldModelReward(world_model, LocalSandbox(), to_job=make_job,
+                              fusion=RewardFusion(method="wmrl", anchor_fraction=0.1, seed=0))
+    config = GRPOConfig(output_dir="runs/grpo", scale_rewards="none", num_generations=8)
+    trainer = WMRLGRPOTrainer(model=model, reward=reward, args=config, train_dataset=dataset)
+    trainer.train()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.executors.base import ExecResult, Executor
+from wmrl_env.fusion import FusionOutput, RewardFusion
+from wmrl_env.utils.imports import require
+from wmrl_env.world_models.base import Prediction, WorldModel, as_prediction
+
+_trl = require("trl", "the TRL integration")
+
+__all__ = ["RewardCall", "WMRLGRPOTrainer", "WorldModelReward", "check_grpo_config"]
+
+_TRAINER_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
+
+
+def _text(item: Any) -> str:
+    """A prompt or completion as text: plain strings, or the contents of chat messages."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Sequence) and all(isinstance(m, Mapping) for m in item):
+        return "\n".join(str(message.get("content", "")) for message in item)
+    return str(item)
+
+
+def _prompt_key(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class RewardCall:
+    """What one call of :class:`WorldModelReward` saw and did (kept as ``last_call``)."""
+
+    group_ids: np.ndarray
+    prediction: Prediction
+    is_anchor: np.ndarray
+    real_scores: np.ndarray
+    failed: np.ndarray
+    results: list[ExecResult]
+    fusion: FusionOutput
+    returned: list[float | None]
+
+
+class WorldModelReward:
+    """A TRL reward function fusing world-model scores with real executions of anchor groups.
+
+    Args:
+        world_model: any :class:`~wmrl_env.world_models.base.WorldModel`.
+        executor: runs the anchor jobs for real.
+        to_job: ``(prompt, completion, **columns) -> Job`` for one completion; ``columns`` are
+            the dataset's other columns for that row (e.g. a task id or tests).
+        fusion: the :class:`RewardFusion`; default ``RewardFusion(method="wmrl", seed=0)``.
+        to_context: ``(prompt, **columns) -> context`` for the world model; default the
+            prompt's text.
+        to_artifact: ``completion -> artifact``; default the completion's text.
+        num_generations: GRPO's group size; when given, groups are consecutive blocks of this
+            size (checked to share a prompt), else completions are grouped by prompt.
+            :class:`WMRLGRPOTrainer` sets it from its config.
+        score_range: world-model scores outside it are flagged invalid.
+        update_world_model: after each call, feed the anchors' real scores to the world
+            model's ``update()`` (if it has one).
+    """
+
+    __name__ = "wmrl"  # TRL names a reward function's metrics after it
+
+    def __init__(
+        self,
+        world_model: WorldModel,
+        executor: Executor,
+        to_job: Callable[..., Any],
+        *,
+        fusion: RewardFusion | None = None,
+        to_context: Callable[..., Any] | None = None,
+        to_artifact: Callable[[Any], Any] | None = None,
+        num_generations: int | None = None,
+        score_range: tuple[float, float] | None = None,
+        update_world_model: bool = False,
+    ) -> None:
+        if num_generations is not None and num_generations < 1:
+            raise ValueError(f"num_generations must be >= 1, got {num_generations}")
+        self.world_model = world_model
+        self.executor = executor
+        self.to_job = to_job
+        self.fusion = fusion if fusion is not None else RewardFusion(method="wmrl", seed=0)
+        self.to_context = to_context or (lambda prompt, **_: _text(prompt))
+        self.to_artifact = to_artifact or _text
+        self.num_generations = num_generations
+        self.score_range = score_range
+        self.update_world_model = update_world_model
+        self.n_calls = 0
+        self.n_scored = 0
+        self.n_executed = 0
+        self.last_call: RewardCall | None = None
+
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    ) -> list[float | None]:
+        n = len(completions)
+        if len(prompts) != n:
+            raise ValueError(f"got {len(prompts)} prompts for {n} completions")
+        log_metric = kwargs.get("log_metric")
+        log_extra = kwargs.get("log_extra")
+        state = kwargs.get("trainer_state")
+        step = int(getattr(state, "global_step", self.n_calls))
+        columns = {k: v for k, v in kwargs.items() if k not in (*_TRAINER_KWARGS, "completion_ids")}
+        rows = [{k: v[i] for k, v in columns.items()} for i in range(n)]
+        group_ids = self._group_ids(prompts)
+
+        contexts = [self.to_context(p, **row) for p, row in zip(prompts, rows, strict=True)]
+        artifacts = [self.to_artifact(c) for c in completions]
+        prediction = as_prediction(
+            self.world_model.predict(contexts, artifacts), n=n, score_range=self.score_range
+        )
+        is_anchor, pi = self._anchors(group_ids, prediction.valid)
+        real, failed, results = self._execute(
+            prompts, completions, rows, np.flatnonzero(is_anchor), prediction, step
+        )
+        out = self.fusion.step(
+            group_ids,
+            prediction.scores,
+            real,
+            failed=failed,
+            wm_valid=prediction.valid,
+            inclusion_probabilities=pi,
+        )
+        returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
+        if self.update_world_model and hasattr(self.world_model, "update"):
+            done = is_anchor & ~failed
+            if done.any():
+                idx = np.flatnonzero(done)
+                self.world_model.update(
+                    [contexts[i] for i in idx], [artifacts[i] for i in idx], real[idx]
+                )
+        self.n_calls += 1
+        self.n_scored += n
+        self.n_executed += len(results)
+        self.last_call = RewardCall(
+            group_ids, prediction, is_anchor, real, failed, results, out, returned
+        )
+        self._log(out, prediction, real, log_metric, log_extra)
+        return returned
+
+    def _group_ids(self, prompts: Sequence[Any]) -> np.ndarray:
+        keys = [_prompt_key(p) for p in prompts]
+        if self.num_generations is None:
+            first: dict[str, int] = {}
+            return np.array([first.setdefault(k, len(first)) for k in keys])
+        g = self.num_generations
+        if len(keys) % g:
+            raise ValueError(f"{len(keys)} completions do not split into groups of {g}")
+        for start in range(0, len(keys), g):
+            if len(set(keys[start : start + g])) != 1:
+                raise ValueError(
+                    f"completions {start}..{start + g - 1} do not share one prompt: expected "
+                    f"consecutive groups of num_generations={g}"
+                )
+        return np.arange(len(keys)) // g
+
+    def _anchors(self, group_ids: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Drawn anchor groups plus every group with an invalid prediction (pi = 1 there)."""
+        drawn = self.fusion.select_anchors(group_ids)
+        pi = self.fusion.last_inclusion_probabilities
+        invalid_groups = np.unique(group_ids[~valid])
+        forced = np.isin(group_ids, invalid_groups)
+        return drawn | forced, np.where(forced, 1.0, pi)
+
+    def _execute(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        rows: list[dict[str, Any]],
+        anchors: np.ndarray,
+        prediction: Prediction,
+        step: int,
+    ) -> tuple[np.ndarray, np.ndarray, list[ExecResult]]:
+        n = len(completions)
+        jobs = []
+        for i in anchors:
+            job = self.to_job(prompts[i], completions[i], **rows[i])
+            if dataclasses.is_dataclass(job) and hasattr(job, "tags"):
+                wm_score = float(prediction.scores[i]) if prediction.valid[i] else math.nan
+                tags = {"step": step, "wm_score": wm_score, **job.tags}
+                job = dataclasses.replace(job, tags=tags)
+            jobs.append(job)
+        results = self.executor.run(jobs) if jobs else []
+        real = np.full(n, np.nan)
+        failed = np.zeros(n, dtype=bool)
+        for i, result in zip(anchors, results, strict=True):
+            if result.ok and math.isfinite(result.score):
+                real[i] = result.score
+            else:
+                failed[i] = True
+        return real, failed, results
+
+    @staticmethod
+    def _log(
+        out: FusionOutput,
+        prediction: Prediction,
+        real: np.ndarray,
+        log_metric: Callable[[str, float], None] | None,
+        log_extra: Callable[[str, list], None] | None,
+    ) -> None:
+        if log_metric is not None:
+            for name, value in out.metrics.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    log_metric(f"wmrl/{name}", float(value))
+            log_metric("wmrl/wm_valid_fraction", float(prediction.valid.mean()))
+        if log_extra is not None:
+            log_extra("wm_score", prediction.scores.tolist())
+            log_extra("wm_valid", prediction.valid.tolist())
+            log_extra("real_score", real.tolist())
+            log_extra("fused_reward", out.rewards.tolist())
+            log_extra("is_anchor", out.is_anchor.tolist())
+
+
+def check_grpo_config(config: Any) -> None:
+    """Raise ``ValueError`` unless a ``GRPOConfig`` passes fused advantages through unchanged.
+
+    That needs ``scale_rewards="none"`` (per-group or batch std scaling would rescale the
+    already scaled, weighted advantages; per-group std undoes the fusion weights) and
+    ``multi_objective_aggregation="sum_then_normalize"`` with no reward weights other than 1.
+    """
+    problems = []
+    if getattr(config, "scale_rewards", "none") != "none":
+        problems.append(f"scale_rewards={config.scale_rewards!r} (must be 'none')")
+    aggregation = getattr(config, "multi_objective_aggregation", "sum_then_normalize")
+    if aggregation != "sum_then_normalize":
+        problems.append(f"multi_objective_aggregation={aggregation!r}")
+    weights = getattr(config, "reward_weights", None)
+    if weights not in (None, [1.0], [1]):
+        problems.append(f"reward_weights={weights!r}")
+    if problems:
+        raise ValueError(
+            "WorldModelReward returns fused advantages, which TRL leaves unchanged only with "
+            "scale_rewards='none', sum_then_normalize and unit reward weights; got "
+            + ", ".join(problems)
+        )
+
+
+class WMRLGRPOTrainer(_trl.GRPOTrainer):
+    """A ``GRPOTrainer`` trained on the fused advantages of one :class:`WorldModelReward`.
+
+    Checks the config with :func:`check_grpo_config`, sets the reward's ``num_generations``
+    and refuses multi-process runs (a GRPO group split across processes would be fused in
+    pieces). Every other argument goes to ``GRPOTrainer`` unchanged.
+    """
+
+    def __init__(self, model: Any, reward: WorldModelReward, args: Any, **kwargs: Any) -> None:
+        if "reward_funcs" in kwargs:
+            raise TypeError("pass the WorldModelReward as `reward`, not `reward_funcs`")
+        check_grpo_config(args)
+        reward.num_generations = args.num_generations
+        super().__init__(model=model, reward_funcs=[reward], args=args, **kwargs)
+        if self.accelerator.num_processes > 1:
+            raise ValueError("WMRLGRPOTrainer supports one process: GRPO groups must stay whole")
+        self.wmrl_reward = reward

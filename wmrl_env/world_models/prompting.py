@@ -1,0 +1,185 @@
+"""The prompt a language-model world model reads, and how its answer becomes a Prediction.
+
+Shared by the transformers backend (:mod:`wmrl_env.world_models.causal_lm`) and the vLLM
+backend (:mod:`wmrl_env.world_models.vllm_backend`), so both score exactly the same prompts.
+
+Example:
+    >>> import numpy as np
+    >>> prompt = ScorePrompt(template="{context} | {artifact} | score {first}-{last}: ")
+    >>> prompt.render("sort a list", "sorted(x)")
+    'sort a list | sorted(x) | score 0-9: '
+    >>> log_probs = np.log(np.full((2, 10), 0.01))        # 10 % of the mass on score tokens
+    >>> p = prediction_from_log_probs(log_probs, prompt.bins, min_score_mass=0.5)
+    >>> p.valid.tolist(), p.reasons
+    ([False, False], ['low_score_mass', 'low_score_mass'])
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.world_models.base import Prediction, as_prediction
+from wmrl_env.world_models.score_bins import ScoreBins
+from wmrl_env.world_models.text import check_batch
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "MODES",
+    "PromptScorer",
+    "ScorePrompt",
+    "prediction_from_generations",
+    "prediction_from_log_probs",
+]
+
+DEFAULT_TEMPLATE = (
+    "Task:\n{context}\n\nCandidate solution:\n{artifact}\n\n"
+    "How well will this solution score when executed? "
+    "Answer with one digit from {first} (worst) to {last} (best).\nScore: "
+)
+
+MODES: tuple[str, ...] = ("expectation", "generate")
+
+
+@dataclass(frozen=True)
+class ScorePrompt:
+    """A prompt template and the score vocabulary its answer is read in.
+
+    Attributes:
+        template: ``str.format`` template with ``{context}`` and ``{artifact}``; ``{first}``
+            and ``{last}`` name the lowest and highest score tokens. The score token must be
+            the very next token after the rendered prompt.
+        bins: the score tokens and the values they stand for.
+    """
+
+    template: str = DEFAULT_TEMPLATE
+    bins: ScoreBins = field(default_factory=ScoreBins)
+
+    def __post_init__(self) -> None:
+        for name in ("{context}", "{artifact}"):
+            if name not in self.template:
+                raise ValueError(f"template must contain {name}")
+
+    def render(self, context: str, artifact: str) -> str:
+        return self.template.format(
+            context=context,
+            artifact=artifact,
+            first=self.bins.tokens[0],
+            last=self.bins.tokens[-1],
+        )
+
+    def render_batch(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> list[str]:
+        """Prompts for a batch; ``ValueError`` when the lengths differ."""
+        context_texts, artifact_texts = check_batch(contexts, artifacts)
+        return [self.render(c, a) for c, a in zip(context_texts, artifact_texts, strict=True)]
+
+    def score_token_ids(self, tokenizer: Any) -> list[int]:
+        """Token ids of the score tokens under ``tokenizer``.
+
+        Raises ``ValueError`` unless every score token is one token and appending it to a
+        rendered prompt appends exactly that token (otherwise the next-token probabilities
+        would not be the probabilities of the score).
+        """
+        ids = []
+        prompt = self.render("context", "artifact")
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        for token in self.bins.tokens:
+            encoded = tokenizer(token, add_special_tokens=False)["input_ids"]
+            if len(encoded) != 1:
+                raise ValueError(
+                    f"score token {token!r} is {len(encoded)} tokens for this tokenizer; "
+                    "choose ScoreBins(tokens=...) that are single tokens"
+                )
+            joined = tokenizer(prompt + token, add_special_tokens=False)["input_ids"]
+            if joined != [*prompt_ids, encoded[0]]:
+                raise ValueError(
+                    f"appending {token!r} to the prompt does not append one token under this "
+                    "tokenizer (it merges with the prompt's end); end the template differently, "
+                    "e.g. with or without a trailing space"
+                )
+            ids.append(encoded[0])
+        return ids
+
+
+def prediction_from_log_probs(
+    log_probs: np.ndarray, bins: ScoreBins, min_score_mass: float = 0.0
+) -> Prediction:
+    """Expectation-mode prediction from the score tokens' next-token log-probabilities.
+
+    The score is the mean of the renormalised score-token distribution, the std its spread.
+    Items whose probability mass on the score tokens is below ``min_score_mass`` are flagged
+    ``"low_score_mass"`` (the model was not answering with a score); NaN/inf are flagged too.
+    """
+    mean, std, mass = bins.expectation(log_probs)
+    valid = ~(mass < min_score_mass)  # NaN mass stays valid here and is flagged "nan" below
+    reasons = ["" if ok else "low_score_mass" for ok in valid]
+    prediction = Prediction(scores=mean, std=std, valid=valid, reasons=reasons)
+    return as_prediction(prediction, n=mean.shape[0], score_range=bins.score_range)
+
+
+def prediction_from_generations(texts: Sequence[str], bins: ScoreBins) -> Prediction:
+    """Generate-and-parse prediction: the first number of each text, read as a score token."""
+    scores, reasons = bins.parse(texts)
+    valid = np.array([reason == "" for reason in reasons], dtype=bool)
+    prediction = Prediction(scores=np.asarray(scores), std=None, valid=valid, reasons=reasons)
+    return as_prediction(prediction, n=len(scores), score_range=bins.score_range)
+
+
+class PromptScorer(abc.ABC):
+    """The shared front of the language-model backends: options, prompts, :meth:`predict`.
+
+    Subclasses load a model, set :attr:`score_token_ids` (from
+    :meth:`ScorePrompt.score_token_ids`) and implement :meth:`score_log_probs` and
+    :meth:`generate`.
+
+    Args:
+        prompt: template and score vocabulary; default :class:`ScorePrompt`.
+        mode: ``"expectation"`` (one forward pass, expectation over the score tokens) or
+            ``"generate"`` (greedy answer, parsed).
+        max_length: prompt tokens kept (the beginning is cut when longer).
+        min_score_mass: expectation mode flags items with less probability on the score tokens.
+        max_new_tokens: generate mode's answer length.
+    """
+
+    score_token_ids: list[int]
+
+    def __init__(
+        self,
+        *,
+        prompt: ScorePrompt | None = None,
+        mode: str = "expectation",
+        max_length: int = 1024,
+        min_score_mass: float = 0.1,
+        max_new_tokens: int = 4,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if max_length < 8 or max_new_tokens < 1:
+            raise ValueError("max_length must be >= 8 and max_new_tokens >= 1")
+        if not 0.0 <= min_score_mass <= 1.0:
+            raise ValueError(f"min_score_mass must lie in [0, 1], got {min_score_mass}")
+        self.prompt = prompt if prompt is not None else ScorePrompt()
+        self.mode = mode
+        self.max_length = max_length
+        self.min_score_mass = min_score_mass
+        self.max_new_tokens = max_new_tokens
+
+    def predict(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> Prediction:
+        """Scores for a batch; std (expectation mode) and per-item validity."""
+        prompts = self.prompt.render_batch(contexts, artifacts)
+        if self.mode == "generate":
+            return prediction_from_generations(self.generate(prompts), self.prompt.bins)
+        log_probs = self.score_log_probs(prompts)
+        return prediction_from_log_probs(log_probs, self.prompt.bins, self.min_score_mass)
+
+    @abc.abstractmethod
+    def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
+        """Next-token log-probabilities of the score tokens, shape ``(len(prompts), n)``."""
+
+    @abc.abstractmethod
+    def generate(self, prompts: Sequence[str]) -> list[str]:
+        """Greedy answers (new tokens only, decoded) for each prompt."""

@@ -1,0 +1,60 @@
+"""Turning (context, artifact) items into text, and checking a batch's shape.
+
+Text backends (sentence encoders, language models) read strings. Contexts and artifacts may
+be anything a task produces: strings pass through, mappings and lists become canonical JSON
+(sorted keys, so equal objects give equal text and equal cache keys), anything else ``str()``.
+
+Example:
+    >>> as_text({"b": 1, "a": [1, 2]})
+    '{"a": [1, 2], "b": 1}'
+    >>> len(text_key("print(1)"))
+    32
+    >>> check_batch(["task"], ["x = 1", "x = 2"])
+    Traceback (most recent call last):
+    ...
+    ValueError: got 1 contexts but 2 artifacts: one context per artifact is needed
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["as_text", "check_batch", "text_key"]
+
+
+def as_text(item: Any) -> str:
+    """The text a backend reads for one context or artifact."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, bytes):
+        return item.decode("utf-8", errors="replace")
+    if isinstance(item, Mapping | list | tuple):
+        return json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+    return str(item)
+
+
+def text_key(text: str) -> str:
+    """A short, stable hash of ``text`` (BLAKE2b, 128 bits), used as a cache key."""
+    return hashlib.blake2b(text.encode("utf-8", errors="surrogatepass"), digest_size=16).hexdigest()
+
+
+def check_batch(contexts: Sequence[Any], artifacts: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """Return both sides as lists of text; ``ValueError`` when the lengths differ.
+
+    A bare string passed as the whole batch is refused: it is almost always a forgotten list.
+    """
+    for name, value in (("contexts", contexts), ("artifacts", artifacts)):
+        if isinstance(value, str | bytes):
+            raise TypeError(
+                f"{name} must be a sequence of items, got a single {type(value).__name__}"
+            )
+    contexts, artifacts = list(contexts), list(artifacts)
+    if len(contexts) != len(artifacts):
+        raise ValueError(
+            f"got {len(contexts)} contexts but {len(artifacts)} artifacts: "
+            "one context per artifact is needed"
+        )
+    return [as_text(c) for c in contexts], [as_text(a) for a in artifacts]

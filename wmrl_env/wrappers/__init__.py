@@ -1,0 +1,11 @@
+"""Gymnasium wrappers that answer ``step()`` from a world model and anchor a few groups for real.
+
+* :class:`WorldModelVectorEnv`: a vector env of GRPO groups (the main product).
+* :class:`WorldModelWrapper`: a single-env wrapper for non-group RL libraries.
+"""
+
+from wmrl_env.wrappers.info import batch_diagnostics
+from wmrl_env.wrappers.single import WorldModelWrapper
+from wmrl_env.wrappers.vector import WorldModelVectorEnv
+
+__all__ = ["WorldModelVectorEnv", "WorldModelWrapper", "batch_diagnostics"]

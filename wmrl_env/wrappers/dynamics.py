@@ -1,0 +1,173 @@
+"""One round of a multi-step task with a dynamics world model (``predict_step``).
+
+World-model groups live in the model: their observations, rewards and terminations are
+imagined. Anchor groups step the real env (one job per step, in a persistent slot, so real
+episodes run concurrently across members), and their world-model score comes from the model
+*shadowing* them: each step the same batched ``predict_step`` call that moves the world-model
+groups also moves a model copy of every anchor member from the same start with the same
+actions, so an anchor's world-model score and real score describe the same trajectory.
+
+Returned rewards: every step returns 0, except the step where the round's last episode ends,
+which returns every member's fused trajectory reward (``info["step_reward"]`` has the raw
+per-step reward of each step). Episodes that end early stay ended (their ``terminated`` /
+``truncated`` flags stay set and their actions are ignored) until the round ends; the vector
+env never autoresets (``AutoresetMode.DISABLED``): a GRPO batch is the whole round.
+
+A world-model member whose prediction goes invalid (NaN, inf) is truncated there; at the end
+of the round its whole group is replayed open-loop in the real env (the recorded actions from
+the group's start) and becomes an anchor with inclusion probability 1.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.executors.base import ExecResult
+from wmrl_env.executors.gym_env import EnvJob
+from wmrl_env.wrappers.info import add_batch, add_per_env
+from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
+from wmrl_env.wrappers.starts import check_same_starts
+from wmrl_env.wrappers.world_model_calls import predict_step
+
+__all__ = ["DynamicsRound"]
+
+
+class DynamicsRound(Round):
+    """A multi-step round; see the module docstring for what each step returns."""
+
+    def __init__(self, setup: RoundSetup, max_episode_steps: int, observation_dtype: Any) -> None:
+        super().__init__(setup)
+        n = setup.layout.num_envs
+        start = np.stack([np.asarray(o) for o in setup.layout.expand(setup.starts.observations)])
+        self.max_episode_steps = max_episode_steps
+        self.observations = start.astype(observation_dtype, copy=True)
+        self.model_observations = start.astype(observation_dtype, copy=True)
+        self.model_active = np.ones(n, dtype=bool)  # the model still moves this member
+        self.wm_return = np.zeros(n)
+        self.wm_valid = np.ones(n, dtype=bool)
+        self.terminated = np.zeros(n, dtype=bool)
+        self.truncated = np.zeros(n, dtype=bool)
+        self.steps = np.zeros(n, dtype=np.int64)
+        self.actions: list[list[Any]] = [[] for _ in range(n)]
+        # executor slots numbered per round: the real envs kept alive are bounded by the
+        # anchors of one round, not by every env that was ever an anchor
+        self.slot_of = {int(i): k for k, i in enumerate(np.flatnonzero(setup.anchors))}
+
+    def step(self, actions: list[Any]) -> StepOutput:
+        setup = self.setup
+        n = setup.layout.num_envs
+        active = ~(self.terminated | self.truncated)
+        batch = np.stack([np.asarray(a) for a in actions])
+        for i in np.flatnonzero(active):
+            self.actions[i].append(actions[i])
+
+        submitted_at = time.perf_counter()
+        real = np.flatnonzero(setup.anchors & active)
+        futures = setup.executor.submit([self._real_job(i, actions[i]) for i in real])
+        step_reward = np.zeros(n)
+        wm_seconds = self._model_step(active, batch, step_reward)
+        results = [future.result() for future in futures]
+        real_wall_seconds = time.perf_counter() - submitted_at
+        self._real_step(real, results, step_reward)
+
+        self.steps[active] += 1
+        self.truncated |= active & ~self.terminated & (self.steps >= self.max_episode_steps)
+        info: dict[str, Any] = {}
+        add_per_env(
+            info,
+            active=active,
+            step_reward=step_reward,
+            group_id=setup.layout.group_ids.copy(),
+            is_anchor=setup.anchors.copy(),
+        )
+        rewards, replays = np.zeros(n), []
+        round_done = bool((self.terminated | self.truncated).all())
+        if round_done:
+            rewards, replays = self._finish(info)
+        add_batch(
+            info,
+            n,
+            wm_seconds=wm_seconds,
+            real_wall_seconds=real_wall_seconds,
+            real_exec_seconds=float(sum(r.exec_seconds for r in results + replays)),
+            round_done=round_done,
+        )
+        self.real_info(info)
+        add_per_env(info, episode_length=self.steps.copy())
+        return StepOutput(
+            observations=list(self.observations),
+            rewards=rewards,
+            terminated=self.terminated.copy(),
+            truncated=self.truncated.copy(),
+            info=info,
+        )
+
+    def _real_job(self, index: int, action: Any) -> EnvJob:
+        slot = self.slot_of[int(index)]
+        if self.steps[index] == 0:
+            group = int(self.setup.layout.group_ids[index])
+            return self.setup.starts.job(group, actions=(action,), slot=slot, env=int(index))
+        return EnvJob(actions=(action,), slot=slot, reset=False, tags={"env": int(index)})
+
+    def _model_step(
+        self, active: np.ndarray, actions: np.ndarray, step_reward: np.ndarray
+    ) -> float:
+        """Move world-model members and anchor shadows one step in one batched call."""
+        rows = np.flatnonzero(active & self.model_active)
+        if rows.size == 0:
+            return 0.0
+        prediction, seconds = predict_step(
+            self.setup.world_model, self.model_observations[rows], actions[rows]
+        )
+        good, bad = rows[prediction.valid], rows[~prediction.valid]
+        self.model_observations[good] = prediction.next_observations[prediction.valid]
+        self.wm_return[good] += prediction.rewards[prediction.valid]
+        self.wm_valid[bad] = False
+        self.model_active[bad] = False
+        self.model_active[rows[prediction.valid & prediction.terminations]] = False
+        own = ~self.setup.anchors
+        imagined = good[own[good]]
+        self.observations[imagined] = self.model_observations[imagined]
+        step_reward[imagined] = prediction.rewards[prediction.valid][own[good]]
+        self.terminated[imagined] |= ~self.model_active[imagined]
+        self.truncated[bad[own[bad]]] = True
+        return seconds
+
+    def _real_step(
+        self, indices: np.ndarray, results: list[ExecResult], step_reward: np.ndarray
+    ) -> None:
+        self.real.add_all(list(indices), results)
+        first = [(i, r) for i, r in zip(indices, results, strict=True) if self.steps[i] == 0]
+        if first:
+            groups = [int(self.setup.layout.group_ids[i]) for i, _ in first]
+            self.start_mismatches += check_same_starts(
+                self.setup.starts, groups, [r for _, r in first]
+            )
+        for i, result in zip(indices, results, strict=True):
+            if not result.ok:
+                self.truncated[i] = True
+                continue
+            meta = result.metadata
+            self.observations[i] = meta["observation"]
+            step_reward[i] = sum(meta["rewards"])
+            self.terminated[i] = meta["terminated"]
+            self.truncated[i] = meta["truncated"]
+
+    def _finish(self, info: dict[str, Any]) -> tuple[np.ndarray, list[ExecResult]]:
+        """Replay groups with invalid predictions for real, then fuse the round."""
+        layout = self.setup.layout
+        replay = layout.groups_of(~self.wm_valid) & ~layout.groups_of(self.setup.anchors)
+        results: list[ExecResult] = []
+        if replay.any():
+            self.force_groups(replay)
+            indices = list(np.flatnonzero(layout.members(replay)))
+            jobs = [
+                self.setup.starts.job(int(layout.group_ids[i]), self.actions[i], env=int(i))
+                for i in indices
+            ]
+            results = self.setup.executor.run(jobs)
+            self.real.add_all(indices, results)
+        return self.fuse(self.wm_return, self.wm_valid, info), results

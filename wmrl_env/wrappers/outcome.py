@@ -1,0 +1,106 @@
+"""One round of an outcome task: context -> artifact -> score, in a single step.
+
+Data flow of ``step(actions)``:
+
+1. the anchor groups' members are submitted to the real env (non-blocking: they run while
+   the world model works), each starting exactly like its group;
+2. one batched ``world_model.predict(contexts, artifacts)`` scores every env;
+3. groups with an invalid prediction (NaN, inf, out of range) are executed for real too, as
+   anchors with inclusion probability 1;
+4. the fusion turns world-model and real scores into rewards, weights and advantages.
+
+The world model may learn from the round's real scores (``update``), when it has that method.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.executors.base import ExecResult
+from wmrl_env.wrappers.info import add_batch, add_per_env
+from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
+from wmrl_env.wrappers.starts import check_same_starts
+from wmrl_env.wrappers.world_model_calls import predict_outcome
+
+__all__ = ["OutcomeRound"]
+
+
+class OutcomeRound(Round):
+    """A one-step round; ``update_world_model`` feeds the anchors' real scores back."""
+
+    def __init__(self, setup: RoundSetup, update_world_model: bool = True) -> None:
+        super().__init__(setup)
+        self.update_world_model = update_world_model
+
+    def step(self, actions: list[Any]) -> StepOutput:
+        setup = self.setup
+        layout, starts = setup.layout, setup.starts
+        contexts = layout.expand(starts.observations)
+
+        submitted_at = time.perf_counter()
+        indices = list(np.flatnonzero(setup.anchors))
+        futures = self._submit(indices, actions)
+        prediction, wm_seconds = predict_outcome(
+            setup.world_model, contexts, actions, setup.score_range
+        )
+        forced = layout.groups_of(~prediction.valid) & ~layout.groups_of(setup.anchors)
+        if forced.any():
+            self.force_groups(layout.groups_of(~prediction.valid))
+            extra = list(np.flatnonzero(layout.members(forced)))
+            futures += self._submit(extra, actions)
+            indices += extra
+        results = [future.result() for future in futures]
+        real_wall_seconds = time.perf_counter() - submitted_at
+        self.real.add_all(indices, results)
+        self.start_mismatches = check_same_starts(
+            starts, [int(layout.group_ids[i]) for i in indices], results
+        )
+
+        info: dict[str, Any] = {}
+        rewards = self.fuse(prediction.scores, prediction.valid, info)
+        self.real_info(info)
+        add_per_env(
+            info,
+            group_id=layout.group_ids.copy(),
+            wm_invalid_reason=np.array(prediction.reasons, dtype=object),
+        )
+        if prediction.std is not None:
+            add_per_env(info, wm_std=prediction.std)
+        add_batch(
+            info,
+            layout.num_envs,
+            wm_seconds=wm_seconds,
+            real_wall_seconds=real_wall_seconds,
+            real_exec_seconds=float(sum(r.exec_seconds for r in results)),
+            round_done=True,
+        )
+        self._update_world_model(contexts, actions, indices)
+        n = layout.num_envs
+        return StepOutput(
+            observations=contexts,
+            rewards=rewards,
+            terminated=np.ones(n, dtype=bool),
+            truncated=np.zeros(n, dtype=bool),
+            info=info,
+        )
+
+    def _submit(self, indices: list[int], actions: list[Any]) -> list[Future[ExecResult]]:
+        group_ids = self.setup.layout.group_ids
+        jobs = [
+            self.setup.starts.job(int(group_ids[i]), actions=(actions[i],), env=int(i))
+            for i in indices
+        ]
+        return self.setup.executor.submit(jobs)
+
+    def _update_world_model(
+        self, contexts: list[Any], actions: list[Any], indices: list[int]
+    ) -> None:
+        update = getattr(self.setup.world_model, "update", None)
+        ok = [i for i in indices if not self.real.failed[i]]
+        if not (self.update_world_model and callable(update) and ok):
+            return
+        update([contexts[i] for i in ok], [actions[i] for i in ok], self.real.score[ok])

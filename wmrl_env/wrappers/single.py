@@ -1,0 +1,298 @@
+"""``WorldModelWrapper``: one env, answered by a world model, a random share of episodes real.
+
+For users with one env and a non-group RL library (SB3's PPO, SAC, ...). Each episode is an
+anchor with probability ``anchor_probability``: anchor episodes run in the real env, the
+others are answered by the world model. The world model's scores are calibrated across
+episodes on the anchor pairs by the fusion's :class:`~wmrl_env.fusion.OnlineCalibrator`, and
+``info["weight"]`` carries the inverse-variance weight of the episode's reward stream (the
+fusion's :class:`~wmrl_env.fusion.KappaEstimator` for groups of one).
+
+* Outcome tasks (``predict(contexts, artifacts)``): one step; the context is the observation
+  the env returned at reset. A world-model episode returns the calibrated score as reward.
+* Multi-step tasks (``predict_step``): world-model episodes are imagined by the model from the
+  real reset observation and get the model's per-step rewards; at their last step the reward
+  also carries the calibration correction ``f(S) - S`` of the episode's return ``S``, so the
+  episode's return is the calibrated score. Anchor episodes step the real env while the model
+  shadows them with the same actions, which gives the (world-model, real) return pair.
+
+An invalid prediction sends the episode to the real env (outcome: the step is executed;
+multi-step: the actions so far are replayed from the start). A failing real step never
+raises: ``info["exec_status"]`` says what happened and the reward falls back to the
+calibrated world-model score, or ``failed_reward`` when there is none.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from wmrl_env.fusion import KappaEstimator, OnlineCalibrator, fusion_weights
+from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
+
+__all__ = ["WorldModelWrapper"]
+
+
+class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """A single-env wrapper that answers most episodes from a world model.
+
+    Args:
+        env: the real env (reset is cheap; stepping it is what the wrapper saves).
+        world_model: ``predict(contexts, artifacts)`` or ``predict_step(observations, actions)``.
+        anchor_probability: chance that an episode runs in the real env.
+        calibrator: an :class:`~wmrl_env.fusion.OnlineCalibrator`; default one with
+            ``window=8, decay=0.8, min_pairs=8``.
+        pairs_per_update: anchor episodes collected before each calibrator update (one
+            update is one "step" of the calibrator's window).
+        task: ``"auto"``, ``"outcome"`` or ``"dynamics"``.
+        max_episode_steps: limit of imagined episodes (multi-step); default the env spec's.
+        score_range: ``(low, high)``: world-model scores outside it count as invalid.
+        failed_reward: reward when neither a real nor a valid world-model score exists.
+
+    Example:
+        >>> import numpy as np
+        >>> class Bandit(gym.Env):
+        ...     observation_space, action_space = gym.spaces.Discrete(3), gym.spaces.Discrete(3)
+        ...     def reset(self, *, seed=None, options=None):
+        ...         super().reset(seed=seed)
+        ...         self.task = int(self.np_random.integers(3))
+        ...         return self.task, {}
+        ...     def step(self, action):
+        ...         return self.task, float(action == self.task), True, False, {}
+        >>> class Guess:
+        ...     def predict(self, contexts, actions):
+        ...         return 0.9 * (np.asarray(contexts) == np.asarray(actions))
+        >>> env = WorldModelWrapper(Bandit(), Guess(), anchor_probability=0.5)
+        >>> obs, info = env.reset(seed=1)
+        >>> obs, reward, terminated, truncated, info = env.step(obs)
+        >>> terminated, sorted(info)[:4]
+        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'is_anchor'])
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        world_model: Any,
+        anchor_probability: float = 0.1,
+        *,
+        calibrator: OnlineCalibrator | None = None,
+        pairs_per_update: int = 8,
+        task: str = "auto",
+        max_episode_steps: int | None = None,
+        score_range: tuple[float, float] | None = None,
+        failed_reward: float = 0.0,
+    ) -> None:
+        if not 0.0 <= anchor_probability <= 1.0:
+            raise ValueError(f"anchor_probability must be in [0, 1], got {anchor_probability}")
+        if pairs_per_update < 1:
+            raise ValueError(f"pairs_per_update must be >= 1, got {pairs_per_update}")
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            anchor_probability=anchor_probability,
+            pairs_per_update=pairs_per_update,
+            task=task,
+            max_episode_steps=max_episode_steps,
+            score_range=score_range,
+            failed_reward=failed_reward,
+        )
+        gym.Wrapper.__init__(self, env)
+        self.world_model = world_model
+        self.kind = task_kind(world_model, task)
+        self.anchor_probability = anchor_probability
+        self.calibrator = calibrator or OnlineCalibrator(window=8, decay=0.8, min_pairs=8)
+        self.kappa = KappaEstimator(centre=False)
+        self.pairs_per_update = pairs_per_update
+        self.score_range = score_range
+        self.failed_reward = float(failed_reward)
+        spec = env.spec
+        self.max_episode_steps = max_episode_steps or (spec.max_episode_steps if spec else None)
+        if self.kind == "dynamics" and self.max_episode_steps is None:
+            raise ValueError("multi-step tasks need max_episode_steps (or an env spec with it)")
+        self._pending: list[tuple[float, float]] = []
+        self._anchor_rng = np.random.default_rng()
+        self._episode: _Episode | None = None
+
+    # -- gymnasium API -----------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(seed=seed, options=options)
+        if seed is not None:  # same seed, same anchor decisions
+            self._anchor_rng = np.random.default_rng([seed, 0xA7C0])
+        is_anchor = bool(self._anchor_rng.random() < self.anchor_probability)
+        self._episode = _Episode(observation, is_anchor)
+        return observation, {
+            **info,
+            "is_anchor": is_anchor,
+            "anchor_probability": self.anchor_probability,
+        }
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        episode = self._episode
+        if episode is None or episode.done:
+            raise RuntimeError("call reset() before step() (the episode has ended)")
+        episode.actions.append(action)
+        episode.steps += 1
+        if self.kind == "outcome":
+            return self._outcome_step(episode, action)
+        return self._dynamics_step(episode, action)
+
+    def _outcome_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        prediction, _ = predict_outcome(
+            self.world_model, [episode.start], [action], self.score_range
+        )
+        episode.wm_return, episode.wm_valid = float(prediction.scores[0]), bool(prediction.valid[0])
+        if not (episode.is_anchor or episode.wm_valid):
+            episode.executed = True  # an invalid prediction goes to the real env
+        if not episode.executed:
+            return self._end(episode, episode.start, True, False, {})
+        real = self._real_step(episode, action)
+        return self._end(episode, real.observation, True, False, real.info)
+
+    def _dynamics_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        if episode.executed:
+            if episode.model_active:  # the model shadows the real episode, same actions
+                self._model_step(episode, action)
+            real = self._real_step(episode, action)
+            observation, reward, info = real.observation, real.reward, real.info
+            terminated, truncated = real.terminated, real.truncated or real.status != "ok"
+        else:
+            observation, reward, terminated = self._model_step(episode, action)
+            truncated, info = not episode.wm_valid, {}
+        truncated = truncated or (not terminated and episode.steps >= self.max_episode_steps)
+        if terminated or truncated:
+            return self._end(episode, observation, terminated, truncated, info)
+        episode.paid += reward
+        return observation, reward, False, False, {**info, "is_anchor": episode.executed}
+
+    def _model_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool]:
+        """One imagined step from the episode's model state; ``(obs, reward, terminated)``."""
+        state = np.asarray(episode.model_observation)[None]
+        prediction, _ = predict_step(self.world_model, state, np.asarray(action)[None])
+        if not prediction.valid[0]:
+            episode.wm_valid = episode.model_active = False
+            return episode.model_observation, 0.0, False
+        episode.model_observation = prediction.next_observations[0]
+        episode.wm_return += float(prediction.rewards[0])
+        terminated = bool(prediction.terminations[0])
+        episode.model_active = not terminated
+        return episode.model_observation, float(prediction.rewards[0]), terminated
+
+    def _real_step(self, episode: _Episode, action: Any) -> _RealStep:
+        """Step the real env; a failure becomes a status, never an exception."""
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as error:
+            message = f"step raised {type(error).__name__}: {error}"
+            return self._real_failed(episode, "error", message)
+        reward = float(reward)
+        if not math.isfinite(reward):
+            return self._real_failed(episode, "invalid_output", f"step returned reward {reward}")
+        episode.real_return += reward
+        episode.status = "ok"
+        return _RealStep(observation, reward, bool(terminated), bool(truncated), "ok", info)
+
+    def _real_failed(self, episode: _Episode, status: str, message: str) -> _RealStep:
+        episode.status, episode.real_return = status, math.nan
+        info = {"exec_message": message}
+        return _RealStep(episode.model_observation, math.nan, False, True, status, info)
+
+    def _replay(self, episode: _Episode) -> None:
+        """Play the imagined episode's actions in the real env from its start, open loop."""
+        for action in episode.actions:
+            real = self._real_step(episode, action)
+            if real.status != "ok" or real.terminated or real.truncated:
+                return
+
+    def _end(
+        self, episode: _Episode, observation: Any, terminated: bool, truncated: bool, info: dict
+    ) -> tuple[Any, float, bool, bool, dict]:
+        """Close the episode: its return is real when executed, else the calibrated model's.
+
+        The last step's reward is that return minus the rewards already handed out, so the
+        episode's rewards add up to it.
+        """
+        episode.done = True
+        if not episode.executed and not episode.wm_valid:
+            episode.executed = True
+            self._replay(episode)
+        real_score = episode.real_return if episode.executed else math.nan
+        calibrated = math.nan
+        if episode.wm_valid:
+            calibrated = float(self.calibrator.transform(np.array([episode.wm_return]))[0])
+        if math.isfinite(real_score):
+            episode_return = real_score
+            if episode.wm_valid:
+                self._add_pair(episode.wm_return, real_score)
+        elif episode.wm_valid:
+            episode_return = calibrated
+        else:
+            episode_return = self.failed_reward
+        reward = episode_return - episode.paid
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            {
+                **info,
+                **self._weights(episode.executed),
+                "is_anchor": episode.executed,
+                "anchor_probability": self.anchor_probability,
+                "wm_score": episode.wm_return,
+                "wm_valid": episode.wm_valid,
+                "calibrated_score": calibrated,
+                "real_score": real_score,
+                "exec_status": episode.status,
+            },
+        )
+
+    def _add_pair(self, wm_score: float, real_score: float) -> None:
+        """Buffer an anchor pair; every ``pairs_per_update`` pairs, refit and re-estimate kappa."""
+        self._pending.append((wm_score, real_score))
+        if len(self._pending) < self.pairs_per_update:
+            return
+        wm, real = (np.array(values) for values in zip(*self._pending, strict=True))
+        self._pending = []
+        self.calibrator.update(wm, real)
+        residuals = self.calibrator.cross_fitted_residuals()
+        known = np.isfinite(residuals)
+        self.kappa.update(residuals[known], real[known], np.zeros(int(known.sum())))
+
+    def _weights(self, executed: bool) -> dict[str, float]:
+        """The fusion's weights (kappa on real episodes, 1 elsewhere) normalised to mean 1
+        at the expected anchor share ``p``: the batch formula with ``m / M = p``."""
+        kappa = self.kappa.kappa
+        weight = fusion_weights(np.array([executed]), kappa, self.anchor_probability)[0]
+        return {"kappa": kappa, "weight": float(weight)}
+
+
+class _RealStep(NamedTuple):
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    status: str
+    info: dict[str, Any]
+
+
+class _Episode:
+    """The state of the episode in progress."""
+
+    def __init__(self, start: Any, is_anchor: bool) -> None:
+        self.start = start
+        self.is_anchor = is_anchor
+        self.model_observation = start
+        self.model_active = True
+        self.wm_valid = True
+        self.wm_return = 0.0
+        self.real_return = 0.0
+        self.paid = 0.0  # world-model rewards already handed out this episode
+        self.steps = 0
+        self.actions: list[Any] = []
+        self.executed = is_anchor  # played in the real env (an anchor, or sent there)
+        self.status = "not_executed"
+        self.done = False

@@ -1,0 +1,236 @@
+"""``WorldModelVectorEnv``: a gymnasium vector env of GRPO groups, answered by a world model.
+
+``num_groups x group_size`` envs; the members of a group share their start (task context or
+initial state). Each ``reset()`` starts a *round* (one GRPO batch): it draws one start per
+group from the real env and lets the fusion choose the anchor groups. ``step()`` answers every
+env from one batched world-model call and executes only the anchor groups in the real env,
+concurrently; when the round's episodes have ended, :class:`~wmrl_env.fusion.RewardFusion`
+turns the scores into rewards, weights and advantages (``info``). See ``docs/wrappers.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from wmrl_env.executors.gym_env import Backend, GymEnvExecutor
+from wmrl_env.fusion import RewardFusion
+from wmrl_env.wrappers.dynamics import DynamicsRound
+from wmrl_env.wrappers.groups import GroupLayout
+from wmrl_env.wrappers.info import add_per_env
+from wmrl_env.wrappers.outcome import OutcomeRound
+from wmrl_env.wrappers.rounds import Round, RoundSetup
+from wmrl_env.wrappers.starts import reset_groups
+from wmrl_env.wrappers.world_model_calls import task_kind
+
+__all__ = ["WorldModelVectorEnv"]
+
+ANCHOR_STREAM = 0xA7C  # second word of the anchor draw's seed: independent of the starts
+
+
+class WorldModelVectorEnv(VectorEnv):
+    """A vector env of GRPO groups whose rewards come from a world model anchored in reality.
+
+    Args:
+        env_fn: builds the real env (``lambda: gym.make("MyTask-v0")``); called lazily by the
+            executor, once per real env it needs.
+        world_model: ``predict(contexts, artifacts)`` for outcome tasks (the context is the
+            observation the env returned at reset, the artifact the action), or
+            ``predict_step(observations, actions)`` for multi-step tasks.
+        num_groups, group_size: the batch is ``num_groups * group_size`` envs.
+        fusion: the :class:`~wmrl_env.fusion.RewardFusion` that chooses anchors and fuses
+            rewards; default ``RewardFusion(method="wmrl")``.
+        executor: ``"thread"`` (envs that wait on sandboxes or subprocesses), ``"process"``
+            (CPU-bound simulators), ``"inline"``, or a :class:`GymEnvExecutor` (owned from then
+            on: ``close()`` closes it).
+        num_workers: threads or processes of the executor built from a name.
+        task: ``"auto"`` (from the world model's methods), ``"outcome"`` or ``"dynamics"``.
+        max_episode_steps: episode limit of world-model episodes in multi-step tasks; default
+            the env spec's ``max_episode_steps``.
+        score_range: ``(low, high)``: world-model scores outside it count as invalid.
+        failed_reward: reward handed out for a failed real execution (the fusion's reward is
+            NaN there and its advantage 0); pass a number for learners that cannot take NaN.
+        update_world_model: feed the anchors' real scores to ``world_model.update`` (outcome
+            tasks, when the world model has that method).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> class Bandit(gym.Env):
+        ...     observation_space, action_space = gym.spaces.Discrete(3), gym.spaces.Discrete(4)
+        ...     def reset(self, *, seed=None, options=None):
+        ...         super().reset(seed=seed)
+        ...         self.task = int(self.np_random.integers(3))
+        ...         return self.task, {}
+        ...     def step(self, action):
+        ...         return self.task, float(action == self.task), True, False, {}
+        >>> class Guess:  # a world model: right answers score high, with a bias
+        ...     def predict(self, contexts, actions):
+        ...         return 0.8 * (np.asarray(contexts) == np.asarray(actions)) + 0.1
+        >>> envs = WorldModelVectorEnv(Bandit, Guess(), num_groups=4, group_size=3,
+        ...                            fusion=RewardFusion(method="wmrl", seed=0))
+        >>> obs, info = envs.reset(seed=0)
+        >>> obs.shape, info["is_anchor"].sum()  # one group of 3 is executed for real
+        ((12,), np.int64(3))
+        >>> obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
+        >>> terminated.all(), sorted(info)[:4]
+        (np.True_, ['_advantage', '_calibrated_score', '_exec_message', '_exec_seconds'])
+        >>> envs.close()
+    """
+
+    def __init__(
+        self,
+        env_fn: Callable[[], gym.Env],
+        world_model: Any,
+        num_groups: int = 8,
+        group_size: int = 8,
+        fusion: RewardFusion | None = None,
+        *,
+        executor: Backend | GymEnvExecutor = "thread",
+        num_workers: int | None = None,
+        task: str = "auto",
+        max_episode_steps: int | None = None,
+        score_range: tuple[float, float] | None = None,
+        failed_reward: float = math.nan,
+        update_world_model: bool = True,
+    ) -> None:
+        super().__init__()
+        self.layout = GroupLayout(num_groups, group_size)
+        self.num_groups, self.group_size = num_groups, group_size
+        self.num_envs = self.layout.num_envs
+        self.world_model = world_model
+        self.kind = task_kind(world_model, task)
+        self.fusion = fusion if fusion is not None else RewardFusion(method="wmrl")
+        for method in ("select_anchors", "step"):
+            if not callable(getattr(self.fusion, method, None)):
+                raise TypeError(f"fusion must be a RewardFusion, got {self.fusion!r}")
+        if score_range is not None and not score_range[0] < score_range[1]:
+            raise ValueError(f"score_range must be (low, high) with low < high, got {score_range}")
+        self.score_range = score_range
+        self.failed_reward = float(failed_reward)
+        self.update_world_model = update_world_model
+        if isinstance(executor, GymEnvExecutor):
+            self.executor = executor
+        else:
+            self.executor = GymEnvExecutor(env_fn, backend=executor, num_workers=num_workers)
+        try:
+            self._configure(self.executor.describe(), max_episode_steps)
+        except BaseException:
+            self.executor.close()
+            raise
+        self._round: Round | None = None
+
+    def _configure(self, description: Any, max_episode_steps: int | None) -> None:
+        self.env_description = description
+        self.single_observation_space = description.observation_space
+        self.single_action_space = description.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {**description.metadata, "autoreset_mode": AutoresetMode.DISABLED}
+        self.max_episode_steps = max_episode_steps or description.max_episode_steps
+        if self.kind == "dynamics":
+            if not isinstance(self.single_observation_space, gym.spaces.Box):
+                raise TypeError(
+                    "multi-step tasks need a Box observation space (the world model steps "
+                    f"arrays), got {self.single_observation_space}"
+                )
+            if self.max_episode_steps is None:
+                raise ValueError(
+                    "multi-step tasks need max_episode_steps (or an env spec that has it): a "
+                    "world model may never predict the end of an episode"
+                )
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start a round: one real reset per group, anchors chosen by the fusion.
+
+        ``seed`` seeds the group starts and the fusion's anchor draw (same seed, same starts,
+        same anchors). ``options`` go to every real
+        reset; ``options["reset_mask"]`` must cover every env (a round is reset as a whole).
+        """
+        self._check_open()
+        options = dict(options) if options else None
+        if options and "reset_mask" in options:
+            mask = np.asarray(options.pop("reset_mask"))
+            if mask.shape != (self.num_envs,) or not mask.all():
+                raise ValueError(
+                    "WorldModelVectorEnv resets whole rounds (a GRPO batch): reset_mask must be "
+                    "all True"
+                )
+        if seed is not None or self._np_random is None:
+            self._np_random, self._np_random_seed = seeding.np_random(seed)
+            if seed is not None:  # same seed, same anchors (a stream apart from the starts')
+                self.fusion.reseed([seed, ANCHOR_STREAM])
+        seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
+        starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
+        anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
+        setup = RoundSetup(
+            layout=self.layout,
+            starts=starts,
+            anchors=anchors,
+            inclusion=np.asarray(self.fusion.last_inclusion_probabilities, dtype=np.float64),
+            executor=self.executor,
+            world_model=self.world_model,
+            fusion=self.fusion,
+            score_range=self.score_range,
+            failed_reward=self.failed_reward,
+        )
+        if self.kind == "outcome":
+            self._round = OutcomeRound(setup, self.update_world_model)
+        else:
+            dtype = self.single_observation_space.dtype
+            self._round = DynamicsRound(setup, self.max_episode_steps, dtype)
+        info: dict[str, Any] = {}
+        add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=anchors.copy())
+        for group, group_info in enumerate(starts.infos):
+            if not group_info:
+                continue
+            for i in range(group * self.group_size, (group + 1) * self.group_size):
+                info["env_info"] = self._add_info(info.get("env_info", {}), group_info, i)
+        return self._batch(self.layout.expand(starts.observations)), info
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Play one step of the round; see ``docs/wrappers.md`` for what comes back."""
+        self._check_open()
+        if self._round is None or self._round.done:
+            raise RuntimeError(
+                "the round has ended (or never started): call reset() to start the next one; "
+                "WorldModelVectorEnv never autoresets (metadata['autoreset_mode'] is DISABLED)"
+            )
+        per_env = list(iterate(self.action_space, actions))
+        if len(per_env) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {len(per_env)}")
+        out = self._round.step(per_env)
+        return (
+            self._batch(out.observations),
+            out.rewards,
+            out.terminated,
+            out.truncated,
+            out.info,
+        )
+
+    def _batch(self, observations: list[Any]) -> Any:
+        empty = create_empty_array(self.single_observation_space, self.num_envs)
+        return concatenate(self.single_observation_space, observations, empty)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("WorldModelVectorEnv is closed")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close the executor: every real env and worker process."""
+        self.executor.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"WorldModelVectorEnv({self.kind}, num_groups={self.num_groups}, "
+            f"group_size={self.group_size}, fusion={getattr(self.fusion, 'method', '?')})"
+        )
