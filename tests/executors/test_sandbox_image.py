@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 
+import pytest
+
 from wmrl_env.cli import build_image as command
-from wmrl_env.executors.image import default_image, recipe_dir
+from wmrl_env.executors.docker_sandbox import connect
+from wmrl_env.executors.image import build_image, default_image, recipe_dir
 
 
 def test_python_and_build_script_agree_on_the_tag() -> None:
@@ -30,3 +33,12 @@ def test_cli_prints_the_tag(capsys) -> None:
     args = parser.parse_args(["build-image", "--print-tag"])
     assert args.func(args) == 0
     assert capsys.readouterr().out.strip() == default_image()
+
+
+@pytest.mark.docker
+def test_second_build_reuses_the_image() -> None:
+    client = connect()
+    before = client.images.get(default_image()).id
+    assert build_image() == default_image()
+    assert client.images.get(default_image()).id == before  # found, not rebuilt
+    client.close()
