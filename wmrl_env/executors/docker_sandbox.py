@@ -270,7 +270,8 @@ class DockerSandbox(PooledSandbox):
                     self._collect(container, job, outcome)
                 elif job.output_files and not outcome.cancelled:
                     outcome.output_problems.append(
-                        "outputs lost: the container had to be killed (process limit full)"
+                        "outputs lost: the container had to be killed (its process limit was "
+                        "full or the engine failed)"
                     )
         except self._docker.errors.APIError:
             if not outcome.cancelled:  # else: the container was removed under the job
@@ -292,7 +293,9 @@ class DockerSandbox(PooledSandbox):
         file_bytes = self.limits.max_file_mb << 20
         ulimits = [
             types.Ulimit(name="fsize", soft=file_bytes, hard=file_bytes),
-            types.Ulimit(name="nofile", soft=self.limits.max_open_files, hard=1024),
+            types.Ulimit(
+                name="nofile", soft=self.limits.max_open_files, hard=self.limits.max_open_files
+            ),
             types.Ulimit(name="core", soft=0, hard=0),
         ]
         device_requests = None
