@@ -20,9 +20,11 @@ the figures: on a shared machine they move with it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +65,7 @@ def make(backend: str, timeout_s: float):
         if not ray.is_initialized():
             temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
             ray.init(num_cpus=cpus(), include_dashboard=False, _temp_dir=temp)
+            atexit.register(shutil.rmtree, temp, True)  # runs after Ray's own shutdown
         return RayExecutor(inner="local", inner_kwargs=limits)
     raise ValueError(f"unknown backend {backend!r}")
 

@@ -29,7 +29,6 @@ import os
 import shutil
 import socket
 import tarfile
-import tempfile
 import threading
 import time
 import uuid
@@ -42,7 +41,12 @@ from wmrl_env.executors.image import default_image
 from wmrl_env.executors.limits import SandboxLimits
 from wmrl_env.executors.outcome import ProcessOutcome, TailBuffer
 from wmrl_env.executors.pool import Cancellation, JobPool, PooledSandbox
-from wmrl_env.executors.workdir import check_inputs, job_environment
+from wmrl_env.executors.workdir import (
+    check_inputs,
+    job_environment,
+    owned_temp_dir,
+    remove_stale_temp_dirs,
+)
 from wmrl_env.utils.imports import require
 
 logger = logging.getLogger(__name__)
@@ -60,6 +64,7 @@ LABEL_SANDBOX = "wmrl-env.sandbox"
 
 JOB_DIR = "/job"
 JOB_USER = "65534:65534"  # nobody
+_SOURCE_PREFIX = "wmrl-docker-job-"  # host directories holding each job's main.py
 _POLL_SECONDS = 0.1  # how often a running job's main process is checked
 _OOM_EVENT_WAIT_SECONDS = 0.5  # the engine logs an OOM kill at most this long after it
 _START_FIX = (
@@ -218,6 +223,7 @@ class DockerSandbox(PooledSandbox):
                 f"the sandbox image {self.image} is not in the Docker engine; build it with `{fix}`"
             ) from None
         cleanup_leaked_containers(self._client)  # what killed owners left behind
+        remove_stale_temp_dirs(_SOURCE_PREFIX)
         self._env = dict(env or {})
         self.sandbox_id = uuid.uuid4().hex
         self._pool = JobPool(self._run_one, workers, "wmrl-docker")
@@ -248,7 +254,7 @@ class DockerSandbox(PooledSandbox):
         )
         # the root file system is read-only, so the engine refuses to copy files in: the
         # program is bind-mounted read-only from a host directory of its own instead
-        source = tempfile.mkdtemp(prefix="wmrl-docker-job-")
+        source = owned_temp_dir(_SOURCE_PREFIX)
         program = os.path.join(source, "main.py")
         with open(program, "w", encoding="utf-8") as file:
             file.write(job.program)

@@ -47,12 +47,15 @@ from wmrl_env.executors.workdir import (
     collect_outputs,
     copy_inputs,
     job_environment,
+    owned_temp_dir,
+    remove_stale_temp_dirs,
     remove_tree,
 )
 
 __all__ = ["LocalSandbox", "SandboxUnavailableError"]
 
 _TOKEN_VARIABLE = "WMRL_SANDBOX_TOKEN"
+_ROOT_PREFIX = "wmrl-sandbox-"
 _DRAIN_SECONDS = 2.0  # reading what is left in the pipes after every process is killed
 _WARNED: set[str] = set()
 
@@ -118,7 +121,8 @@ class LocalSandbox(PooledSandbox):
         self.isolation, self.dedicated_uid = _choose_isolation(isolation, self.interpreter)
         self._env = dict(env or {})
         self._token = uuid.uuid4().hex
-        self._root = Path(tempfile.mkdtemp(prefix="wmrl-sandbox-"))
+        remove_stale_temp_dirs(_ROOT_PREFIX)  # work directories of killed owners
+        self._root = owned_temp_dir(_ROOT_PREFIX)
         self._root.chmod(0o711)  # a job's uid may enter its own directory, list no other
         self._pool = JobPool(self._run_one, max_workers or _available_cpus(), "wmrl-local")
         self._finalizer = weakref.finalize(self, _shut_down, self._pool, self._root)

@@ -15,11 +15,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -31,6 +33,8 @@ __all__ = [
     "collect_outputs",
     "copy_inputs",
     "job_environment",
+    "owned_temp_dir",
+    "remove_stale_temp_dirs",
     "remove_tree",
 ]
 
@@ -164,3 +168,33 @@ def check_jobs(jobs: Iterable[object], executor: str) -> None:
         if not isinstance(job, Job):
             raise TypeError(f"{executor} runs Job objects, got {type(job).__name__}")
         check_inputs(job.inputs)
+
+
+def owned_temp_dir(prefix: str) -> Path:
+    """A new temporary directory named after this process (``<prefix><pid>-XXXX``), so that
+    :func:`remove_stale_temp_dirs` can tell when its owner is gone."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def remove_stale_temp_dirs(prefix: str) -> list[Path]:
+    """Remove the directories :func:`owned_temp_dir` made for processes that no longer run
+    (killed before they could clean up, e.g. a Ray worker cancelled with ``force=True``)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix) :].split("-")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            remove_tree(path)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
