@@ -65,9 +65,14 @@ def make(backend: str, timeout_s: float):
         if not ray.is_initialized():
             temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
             ray.init(num_cpus=cpus(), include_dashboard=False, _temp_dir=temp)
-            atexit.register(shutil.rmtree, temp, True)  # runs after Ray's own shutdown
+            atexit.register(shut_down_ray, ray, temp)
         return RayExecutor(inner="local", inner_kwargs=limits)
     raise ValueError(f"unknown backend {backend!r}")
+
+
+def shut_down_ray(ray, temp_dir: str) -> None:
+    ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def ml_job(seed: int) -> Job:
