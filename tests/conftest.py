@@ -31,6 +31,27 @@ def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
     return check
 
 
+def _docker_missing() -> str | None:
+    """The Docker tests need the SDK, a running engine and the sandbox image."""
+    if not is_available("docker"):
+        return "the docker SDK is not installed (pip install 'wmrl-env[docker]')"
+    from wmrl_env.executors.docker_sandbox import DockerUnavailableError, connect
+    from wmrl_env.executors.image import default_image
+
+    try:
+        client = connect()
+    except DockerUnavailableError as error:
+        return str(error)
+    image = default_image()
+    try:
+        client.images.get(image)
+    except Exception:
+        return f"the sandbox image {image} is not built (run `wmrl build-image`)"
+    finally:
+        client.close()
+    return None
+
+
 def _vllm_missing() -> str | None:
     if is_available("vllm"):
         return None
@@ -55,6 +76,7 @@ def _libero_missing() -> str | None:
 
 # marker -> a check returning None when usable, else the reason to skip
 MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
+    "docker": _docker_missing,
     "torch": _module_missing("torch", "torch"),
     "transformers": _module_missing("transformers", "transformers"),
     "ray": _module_missing("ray", "ray"),

@@ -11,7 +11,12 @@ from wmrl_env.utils.imports import EXTRA_OF_MODULE
 CORE_MODULES = [
     "wmrl_env",
     "wmrl_env.executors",
+    "wmrl_env.executors.cache",
+    "wmrl_env.executors.docker_sandbox",
+    "wmrl_env.executors.image",
     "wmrl_env.executors.local",
+    "wmrl_env.executors.ray_executor",
+    "wmrl_env.cli.build_image",
     "wmrl_env.world_models",
     "wmrl_env.cli.main",
     "wmrl_env.fusion",

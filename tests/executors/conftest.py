@@ -7,58 +7,18 @@ their markers), so a test that takes it runs once per backend with the same asse
 from __future__ import annotations
 
 import os
-import textwrap
-import time
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from sandbox_testing import assert_no_process_with
 
 from wmrl_env.executors import LocalSandbox
 
 SandboxFactory = Callable[..., Any]
-
-
-def processes_with(marker: str) -> list[int]:
-    """Pids of processes (in any container or namespace) whose command line holds ``marker``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
-                if marker.encode() in cmdline.read():
-                    found.append(int(name))
-        except OSError:
-            continue
-    return found
-
-
-def assert_no_process_with(marker: str, grace_s: float = 2.0) -> None:
-    """Fail unless every process carrying ``marker`` is gone within ``grace_s``."""
-    deadline = time.monotonic() + grace_s
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    leaked = processes_with(marker)
-    assert not leaked, f"processes left running: {leaked}"
-
-
-def wait_for_process_with(marker: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not processes_with(marker):
-        assert time.monotonic() < deadline, f"no process with {marker} started"
-        time.sleep(0.05)
-
-
-def marked(program: str, marker: str) -> str:
-    """``program``, re-executed with ``marker`` in its argv so every process it forks has it."""
-    prefix = f"""
-        import os, sys
-        if {marker!r} not in sys.argv:
-            os.execv(sys.executable, [sys.executable, "main.py", {marker!r}])
-    """
-    return textwrap.dedent(prefix) + textwrap.dedent(program)
 
 
 @pytest.fixture
@@ -69,17 +29,53 @@ def marker() -> Iterator[str]:
     assert_no_process_with(value)
 
 
-def _local(**limits: Any) -> LocalSandbox:
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One local Ray instance (2 CPUs, private temp dir, no dashboard) for all Ray tests."""
+    import ray
+
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: socket paths are capped
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False)
+    yield
+    ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    if previous is None:
+        os.environ.pop("RAY_AUTH_MODE", None)
+    else:
+        os.environ["RAY_AUTH_MODE"] = previous
+
+
+def _local(**limits: Any) -> Any:
     return LocalSandbox(**limits)
 
 
-BACKENDS = [pytest.param(_local, id="local")]
+def _docker(**limits: Any) -> Any:
+    from wmrl_env.executors import DockerSandbox
+
+    return DockerSandbox(**limits)
+
+
+def _ray(**limits: Any) -> Any:
+    from wmrl_env.executors import RayExecutor
+
+    return RayExecutor(inner="local", inner_kwargs=limits)
+
+
+BACKENDS = [
+    pytest.param(_local, id="local"),
+    pytest.param(_docker, id="docker", marks=pytest.mark.docker),
+    pytest.param(_ray, id="ray", marks=pytest.mark.ray),
+]
 
 
 @pytest.fixture(params=BACKENDS)
 def sandbox_factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
     """Builds sandboxes of one backend and closes them after the test."""
     made: list[Any] = []
+    if request.param is _ray:
+        request.getfixturevalue("ray_session")
 
     def make(**limits: Any) -> Any:
         sandbox = request.param(**limits)
@@ -89,3 +85,19 @@ def sandbox_factory(request: pytest.FixtureRequest) -> Iterator[SandboxFactory]:
     yield make
     for sandbox in made:
         sandbox.close()
+        assert leftovers(sandbox) == [], "the closed sandbox left something running"
+
+
+def leftovers(sandbox: Any) -> list:
+    """What a closed sandbox still has running: processes (local) or containers (docker)."""
+    if hasattr(sandbox, "live_processes"):
+        return sandbox.live_processes()
+    if hasattr(sandbox, "sandbox_id"):
+        from wmrl_env.executors.docker_sandbox import LABEL_SANDBOX, connect
+
+        client = connect()
+        label = f"{LABEL_SANDBOX}={sandbox.sandbox_id}"
+        found = client.containers.list(all=True, filters={"label": label})
+        client.close()
+        return found
+    return []

@@ -4,44 +4,25 @@ from __future__ import annotations
 
 import math
 import socket
-import textwrap
 import warnings
 
 import pytest
-from conftest import assert_no_process_with, marked
+from sandbox_testing import SCORE, SandboxContract, assert_no_process_with, marked
 
 from wmrl_env.executors import (
     ExecStatus,
     InvalidOutputError,
     Job,
-    JsonScore,
     LocalSandbox,
     SandboxUnavailableError,
 )
 from wmrl_env.executors import isolation as isolation_module
 from wmrl_env.executors import local as local_module
-from wmrl_env.testing import ExecutorContract
-
-SCORE = JsonScore("score.json")
 
 
-def score_job(value: float, **kwargs) -> Job:
-    program = f"import json\njson.dump({{'score': {value}}}, open('score.json', 'w'))\n"
-    return Job(program, output_files=SCORE.files, scorer=SCORE, **kwargs)
-
-
-class TestLocalSandboxContract(ExecutorContract):
+class TestLocalSandboxContract(SandboxContract):
     def make_executor(self) -> LocalSandbox:
         return LocalSandbox(timeout_s=30, memory_mb=512)
-
-    def make_ok_job(self, i: int) -> Job:
-        return score_job(i)
-
-    def expected_score(self, i: int) -> float:
-        return float(i)
-
-    def make_failing_job(self) -> Job:
-        return Job("raise SystemExit(3)")
 
 
 @pytest.fixture(scope="module")
@@ -57,32 +38,6 @@ def test_default_isolation_is_reported(sandbox) -> None:
         assert key in result.metadata
     assert result.metadata == {**result.metadata, **sandbox.metadata}
     assert sandbox.live_processes() == []
-
-
-@pytest.mark.slow
-def test_ml_job_with_numpy_pandas_sklearn(sandbox, tmp_path) -> None:
-    rows = ["x1,x2,y"] + [f"{i % 7},{(i * 3) % 5},{int(i % 7 > 3)}" for i in range(200)]
-    (tmp_path / "train.csv").write_text("\n".join(rows) + "\n")
-    program = textwrap.dedent(
-        """
-        import json
-        import numpy as np, pandas as pd
-        from sklearn.linear_model import LogisticRegression
-        frame = pd.read_csv("inputs/train.csv")
-        model = LogisticRegression().fit(frame[["x1", "x2"]], frame["y"])
-        accuracy = float(np.mean(model.predict(frame[["x1", "x2"]]) == frame["y"]))
-        json.dump({"score": accuracy}, open("score.json", "w"))
-        """
-    )
-    job = Job(
-        program,
-        inputs={"train.csv": tmp_path / "train.csv"},
-        output_files=SCORE.files,
-        scorer=SCORE,
-    )
-    [result] = sandbox.run([job])
-    assert result.ok, result.stderr
-    assert result.score > 0.9
 
 
 def test_host_environment_is_not_inherited(sandbox, monkeypatch) -> None:
@@ -179,6 +134,7 @@ def test_auto_fallback_warns_once(monkeypatch) -> None:
     second.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("level", "network", "filesystem"),
     [("unshare", "none", "host"), ("rlimits", "host", "host")],

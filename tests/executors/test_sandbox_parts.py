@@ -6,7 +6,11 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +20,13 @@ from wmrl_env.executors.outcome import ProcessOutcome, TailBuffer
 from wmrl_env.executors.pool import JobPool
 from wmrl_env.executors.processes import UidLease
 from wmrl_env.executors.scoring import apply_scorer
-from wmrl_env.executors.workdir import collect_outputs, copy_inputs
+from wmrl_env.executors.workdir import (
+    collect_outputs,
+    copy_inputs,
+    owned_temp_dir,
+    remove_stale_temp_dirs,
+    remove_tree,
+)
 
 
 @pytest.mark.parametrize(
@@ -195,3 +205,20 @@ def test_pool_close_kills_running_and_answers_queued_jobs() -> None:
     assert killed.is_set()
     assert running.result(timeout=10).message == "killed"
     assert "before the job ran" in queued.result(timeout=10).message
+
+
+def test_temp_dirs_of_dead_owners_are_removed() -> None:
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = Path(tempfile.mkdtemp(prefix=f"wmrl-test-stale-{finished.stdout.strip()}-"))
+    (dead / "job").mkdir()
+    mine = owned_temp_dir("wmrl-test-stale-")
+    try:
+        assert remove_stale_temp_dirs("wmrl-test-stale-") == [dead]
+        assert not dead.exists() and mine.exists()
+    finally:
+        remove_tree(mine)

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "wmrl_env.cli.tables",
     "wmrl_env.cli.export_log",
     "wmrl_env.cli.train_world_model",
+    "wmrl_env.cli.build_image",
 )
 
 

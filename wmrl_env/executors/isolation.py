@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LEVELS", "Interpreter", "Isolation", "JobCommand", "check_inputs", "job_environment"]
+__all__ = ["LEVELS", "Interpreter", "Isolation", "JobCommand"]
 
 JOB_DIR_IN_BWRAP = "/job"
 
@@ -200,41 +200,3 @@ def _bwrap_args(command: JobCommand) -> list[str]:
     for name, source in command.inputs.items():
         args += ["--ro-bind", source, f"{job}/inputs/{name}"]
     return [*args, "--chdir", job, "--remount-ro", "/"]
-
-
-def job_environment(
-    isolation: Isolation, workdir: Path, interpreter: Interpreter, extra: Mapping[str, str]
-) -> dict[str, str]:
-    """A clean environment (nothing inherited from the host: no tokens, no credentials)."""
-    job = isolation.job_dir(workdir)
-    bin_dir = os.path.dirname(interpreter.executable)
-    environment = {
-        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": job,
-        "TMPDIR": f"{job}/.tmp",
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "JOBLIB_MULTIPROCESSING": "0",
-        "WMRL_WORKDIR": job,
-        "WMRL_INPUTS": f"{job}/inputs",
-    }
-    environment.update(extra)
-    return environment
-
-
-def check_inputs(inputs: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]:
-    """Validate a job's inputs: plain names, existing host paths; returns absolute paths."""
-    checked = {}
-    for name, source in inputs.items():
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            raise ValueError(f"input name {name!r} must be a plain file or directory name")
-        path = os.path.abspath(os.fspath(source))
-        if not os.path.exists(path):
-            raise ValueError(f"input {name!r}: {path} does not exist")
-        checked[name] = path
-    return checked

@@ -33,28 +33,29 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.executors.base import BaseExecutor, ExecResult, Job
-from wmrl_env.executors.isolation import (
-    LEVELS,
-    Interpreter,
-    Isolation,
-    JobCommand,
-    check_inputs,
-    job_environment,
-)
+from wmrl_env.executors.base import ExecResult, Job
+from wmrl_env.executors.isolation import LEVELS, Interpreter, Isolation, JobCommand
 from wmrl_env.executors.limits import SandboxLimits
 from wmrl_env.executors.outcome import ProcessOutcome, TailBuffer
-from wmrl_env.executors.pool import Cancellation, JobPool
+from wmrl_env.executors.pool import Cancellation, JobPool, PooledSandbox
 from wmrl_env.executors.processes import UidLease, count_tasks, kill_until_gone, pids_where
-from wmrl_env.executors.workdir import collect_outputs, copy_inputs, remove_tree
+from wmrl_env.executors.workdir import (
+    check_inputs,
+    collect_outputs,
+    copy_inputs,
+    job_environment,
+    owned_temp_dir,
+    remove_stale_temp_dirs,
+    remove_tree,
+)
 
 __all__ = ["LocalSandbox", "SandboxUnavailableError"]
 
 _TOKEN_VARIABLE = "WMRL_SANDBOX_TOKEN"
+_ROOT_PREFIX = "wmrl-sandbox-"
 _DRAIN_SECONDS = 2.0  # reading what is left in the pipes after every process is killed
 _WARNED: set[str] = set()
 
@@ -70,7 +71,7 @@ def _available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-class LocalSandbox(BaseExecutor[Job]):
+class LocalSandbox(PooledSandbox):
     """Run jobs as local processes under limits and the best available isolation.
 
     Args:
@@ -120,7 +121,8 @@ class LocalSandbox(BaseExecutor[Job]):
         self.isolation, self.dedicated_uid = _choose_isolation(isolation, self.interpreter)
         self._env = dict(env or {})
         self._token = uuid.uuid4().hex
-        self._root = Path(tempfile.mkdtemp(prefix="wmrl-sandbox-"))
+        remove_stale_temp_dirs(_ROOT_PREFIX)  # work directories of killed owners
+        self._root = owned_temp_dir(_ROOT_PREFIX)
         self._root.chmod(0o711)  # a job's uid may enter its own directory, list no other
         self._pool = JobPool(self._run_one, max_workers or _available_cpus(), "wmrl-local")
         self._finalizer = weakref.finalize(self, _shut_down, self._pool, self._root)
@@ -140,16 +142,6 @@ class LocalSandbox(BaseExecutor[Job]):
             "uid": "dedicated" if self.dedicated_uid else "caller",
             "process_limit": process_limit,
         }
-
-    def _submit(self, jobs: list[Job]) -> list[Future[ExecResult]]:
-        for job in jobs:
-            if not isinstance(job, Job):
-                raise TypeError(f"LocalSandbox runs Job objects, got {type(job).__name__}")
-            check_inputs(job.inputs)
-        return self._pool.submit(jobs)
-
-    def _close(self) -> None:
-        self._finalizer()
 
     def _run_one(self, job: Job, cancellation: Cancellation) -> ExecResult:
         return _execute(
@@ -208,7 +200,8 @@ def _execute(
             max_open_files=limits.max_open_files,
             uid=uid,
         )
-        environment = job_environment(isolation, workdir, interpreter, env)
+        bin_dir = os.path.dirname(interpreter.executable)
+        environment = job_environment(isolation.job_dir(workdir), bin_dir, env)
         outcome = ProcessOutcome(
             timeout_s=timeout_s,
             memory_mb=limits.memory_mb,

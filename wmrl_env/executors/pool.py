@@ -18,13 +18,15 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
-from wmrl_env.executors.base import ExecResult, ExecStatus, Job
+from wmrl_env.executors.base import BaseExecutor, ExecResult, ExecStatus, Job
+from wmrl_env.executors.workdir import check_jobs
 
-__all__ = ["Cancellation", "JobPool"]
+__all__ = ["Cancellation", "JobPool", "PooledSandbox"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,3 +112,18 @@ class JobPool:
         """Kill the running jobs, answer the queued ones, and wait for the threads."""
         self.cancellation.cancel()
         self._threads.shutdown(wait=True)
+
+
+class PooledSandbox(BaseExecutor[Job]):
+    """A sandbox whose jobs run on a :class:`JobPool`: checks each job at submit, then queues
+    it; closing runs the finalizer the subclass registered (pool, temporary files, ...)."""
+
+    _pool: JobPool
+    _finalizer: weakref.finalize
+
+    def _submit(self, jobs: list[Job]) -> list[Future[ExecResult]]:
+        check_jobs(jobs, type(self).__name__)
+        return self._pool.submit(jobs)
+
+    def _close(self) -> None:
+        self._finalizer()

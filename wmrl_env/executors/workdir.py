@@ -15,15 +15,28 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["collect_outputs", "copy_inputs", "remove_tree"]
+from wmrl_env.executors.base import Job
+
+__all__ = [
+    "check_inputs",
+    "check_jobs",
+    "collect_outputs",
+    "copy_inputs",
+    "job_environment",
+    "owned_temp_dir",
+    "remove_stale_temp_dirs",
+    "remove_tree",
+]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
@@ -105,3 +118,83 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, onexc=make_writable_and_retry)
     else:
         shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+def job_environment(job_dir: str, bin_dir: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """A job's whole environment: nothing is inherited from the host (no tokens, no
+    credentials). ``job_dir`` is the work directory as the job sees it; ``bin_dir`` holds
+    its ``python3``. One thread per BLAS/OpenMP pool: jobs run side by side, one per core.
+    """
+    environment = {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": job_dir,
+        "TMPDIR": f"{job_dir}/.tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "JOBLIB_MULTIPROCESSING": "0",
+        "WMRL_WORKDIR": job_dir,
+        "WMRL_INPUTS": f"{job_dir}/inputs",
+    }
+    environment.update(extra)
+    return environment
+
+
+def check_inputs(inputs: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]:
+    """Validate a job's inputs (plain names, existing host paths); returns absolute paths.
+
+    Raises:
+        ValueError: naming the bad input.
+    """
+    checked = {}
+    for name, source in inputs.items():
+        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"input name {name!r} must be a plain file or directory name")
+        path = os.path.abspath(os.fspath(source))
+        if not os.path.exists(path):
+            raise ValueError(f"input {name!r}: {path} does not exist")
+        checked[name] = path
+    return checked
+
+
+def check_jobs(jobs: Iterable[object], executor: str) -> None:
+    """Refuse what is not a :class:`Job` (``TypeError``) or has bad inputs (``ValueError``)
+    before anything starts."""
+    for job in jobs:
+        if not isinstance(job, Job):
+            raise TypeError(f"{executor} runs Job objects, got {type(job).__name__}")
+        check_inputs(job.inputs)
+
+
+def owned_temp_dir(prefix: str) -> Path:
+    """A new temporary directory named after this process (``<prefix><pid>-XXXX``), so that
+    :func:`remove_stale_temp_dirs` can tell when its owner is gone."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def remove_stale_temp_dirs(prefix: str) -> list[Path]:
+    """Remove the directories :func:`owned_temp_dir` made for processes that no longer run
+    (killed before they could clean up, e.g. a Ray worker cancelled with ``force=True``)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix) :].split("-")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            remove_tree(path)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
