@@ -68,7 +68,8 @@ def test_tiny_bench_on_the_replay_table_writes_consistent_outputs(tmp_path) -> N
     result = run_bench(config)
     results = json.loads((tmp_path / "results.json").read_text())
     assert set(results["arms"]) == set(ARMS)
-    runs = [RunRecord.from_dict(json.loads(line)) for line in open(tmp_path / "runs.jsonl")]
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    runs = [RunRecord.from_dict(json.loads(line)) for line in lines]
     assert {(r.arm, r.seed) for r in runs} == {(arm, 0) for arm in ARMS}
     real = results["arms"]["real"]
     for arm, row in results["arms"].items():

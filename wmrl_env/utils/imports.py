@@ -97,10 +97,10 @@ def require(module: str, feature: str = "") -> ModuleType:
     Example:
         >>> np = require("numpy")
         >>> try:
-        ...     require("ray.util", "the Ray executor")
+        ...     require("no_such_mod.sub", "the demo")
         ... except MissingDependencyError as error:
         ...     print(str(error).split(" (")[0], "|", str(error).split(": ")[-1])
-        the Ray executor needs 'ray.util', which is not installed | pip install 'wmrl-env[ray]'
+        the demo needs 'no_such_mod.sub', which is not installed | pip install no_such_mod
     """
     try:
         return importlib.import_module(module)
