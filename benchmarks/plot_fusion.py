@@ -1,6 +1,6 @@
 """Figures for docs/fusion.md: the calibration curve and kappa against its oracle.
 
-python benchmarks/plot_fusion.py      # writes docs/img/fusion_*.png (needs matplotlib)
+python benchmarks/plot_fusion.py      # writes docs/figures/fusion_*.png (needs matplotlib)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.fusion.synthetic import SyntheticWorld
 
-OUT = Path(__file__).resolve().parent.parent / "docs" / "img"
+OUT = Path(__file__).resolve().parent.parent / "docs" / "figures"
 
 
 def calibration_curve() -> None:

@@ -10,6 +10,14 @@ import pytest
 from wmrl_env.world_models.base import as_prediction, as_step_prediction
 
 
+def _shared_per_class(test: Any) -> Any:
+    """One world model per test class (models are slow to build), made on first use."""
+    cls = type(test)
+    if "_contract_world_model" not in cls.__dict__:
+        cls._contract_world_model = test.make_world_model()
+    return cls._contract_world_model
+
+
 class WorldModelContract:
     """Mixin for outcome world models (``predict(contexts, artifacts)``).
 
@@ -27,9 +35,9 @@ class WorldModelContract:
         """``n`` contexts, artifacts and their real scores (used by ``update`` if supported)."""
         raise NotImplementedError
 
-    @pytest.fixture(scope="class")
+    @pytest.fixture
     def world_model(self):
-        return self.make_world_model()
+        return _shared_per_class(self)
 
     def test_predict_shape_and_finite(self, world_model) -> None:
         contexts, artifacts, _ = self.make_inputs(5)
@@ -81,9 +89,9 @@ class DynamicsWorldModelContract:
         """``n`` observations and actions."""
         raise NotImplementedError
 
-    @pytest.fixture(scope="class")
+    @pytest.fixture
     def world_model(self):
-        return self.make_world_model()
+        return _shared_per_class(self)
 
     def test_predict_step_shapes(self, world_model) -> None:
         observations, actions = self.make_batch(6)
