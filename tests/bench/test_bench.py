@@ -45,9 +45,30 @@ def test_reaching_needs_staying() -> None:
 def test_config_checks_and_cli_overrides() -> None:
     with pytest.raises(ValueError, match="unknown arms"):
         BenchConfig(arms=("magic",))
+    with pytest.raises(ValueError, match="true_score"):
+        BenchConfig(true_score="guess")
     args = build_parser().parse_args(["bench", "--full", "--executor", "replay", "--seeds", "2"])
     config = config_from_args(args)
-    assert config.seeds == 2 and config.executor == "replay" and config.num_groups == 16
+    assert config.seeds == 2 and config.executor == "replay" and config.num_groups == 20
+    args = build_parser().parse_args(["bench", "--true-score", "live"])
+    assert config_from_args(args).true_score == "live" and BenchConfig().true_score == "table"
+
+
+@pytest.mark.slow
+def test_the_table_scores_a_program_exactly_as_a_live_run_does() -> None:
+    """The default true score (a table look-up) equals executing the program in the sandbox."""
+    from wmrl_env.envs.ml_tasks import MLTaskEnv, ProgramSpec, load_table
+
+    table = {(r["task_id"], r["program_id"]): r["score"] for r in load_table().with_text()}
+    env = MLTaskEnv(tasks=["wine", "diabetes"], executor="local", action_mode="structured")
+    try:
+        for task, program in [("wine", "standardize-svm-mid"), ("diabetes", "none-forest-high")]:
+            env.reset(options={"task_id": task})
+            _, reward, _, _, info = env.step(ProgramSpec.from_id(program))
+            assert info["status"] == "ok", info
+            assert reward == table[(task, program)], (task, program)
+    finally:
+        env.close()
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ def run_bench(
 ) -> BenchResult:
     """Run every arm and seed; write the outputs; return the summaries."""
     from wmrl_env.bench import plots
-    from wmrl_env.bench.runner import real_executor, run_one
+    from wmrl_env.bench.runner import real_executor, run_one, true_score_executor
     from wmrl_env.bench.world_model import default_world_model
     from wmrl_env.world_models import TextEncoder
 
@@ -50,7 +50,11 @@ def run_bench(
     say("fitting the world model on the train tasks' execution table")
     encoder = TextEncoder()  # one embedding cache for every arm's world model
     runs: list[RunRecord] = []
-    with real_executor(config) as executor, (folder / "runs.jsonl").open("w") as log:
+    with (
+        real_executor(config) as executor,
+        true_score_executor(config, executor) as scorer,
+        (folder / "runs.jsonl").open("w") as log,
+    ):
         for arm in config.arms:
             for seed in range(config.seeds):
                 say(f"arm {arm}, seed {seed}")
@@ -60,7 +64,7 @@ def run_bench(
                     if on_step is not None:
                         on_step(arm, seed, record)
 
-                run = run_one(config, arm, seed, world_model, executor, on_step=step)
+                run = run_one(config, arm, seed, world_model, executor, scorer, on_step=step)
                 runs.append(run)
                 log.write(json.dumps(run.to_dict()) + "\n")
                 log.flush()

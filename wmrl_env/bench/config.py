@@ -32,9 +32,9 @@ class BenchConfig:
     """fusion methods to compare; "real" is the baseline the speedup is measured against"""
     seeds: int = 2
     """independent runs per arm"""
-    iterations: int = 16
+    iterations: int = 12
     """GRPO rounds per run"""
-    num_groups: int = 6
+    num_groups: int = 4
     """groups (tasks) per round"""
     group_size: int = 4
     """programs sampled per group"""
@@ -45,9 +45,14 @@ class BenchConfig:
     executor: Literal["live", "replay"] = "live"
     """"live": programs run in the local sandbox (results cached across arms and seeds, hits
     charged the seconds of their first run); "replay": the committed execution table"""
+    true_score: Literal["table", "live"] = "table"
+    """how the greedy policy's true score is measured: "table" looks the program up in the
+    committed execution table (every program's real score; a live run of the same program
+    gives the same score bit for bit, ``tests/bench`` checks a sample), "live" executes it
+    with the run's executor. Never charged to the arm"""
     eval_every: int = 2
     """evaluate the greedy policy every this many rounds"""
-    learning_rate: float = 0.1
+    learning_rate: float = 0.2
     """Adam learning rate of the policy"""
     update_epochs: int = 4
     """gradient steps per round"""
@@ -67,6 +72,8 @@ class BenchConfig:
             raise ValueError(f"unknown arms {sorted(unknown)}; choose from {ARMS}")
         if self.executor not in ("live", "replay"):
             raise ValueError(f"executor must be 'live' or 'replay', got {self.executor!r}")
+        if self.true_score not in ("table", "live"):
+            raise ValueError(f"true_score must be 'table' or 'live', got {self.true_score!r}")
         for name in ("seeds", "iterations", "num_groups", "group_size", "eval_every", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -84,7 +91,7 @@ class BenchConfig:
     def full(cls, **overrides) -> BenchConfig:
         """The headline configuration: every held-out task, bigger batches, more seeds."""
         settings = dict(
-            seeds=5, iterations=60, num_groups=16, group_size=8, tasks=HELDOUT, eval_every=3
+            seeds=5, iterations=40, num_groups=20, group_size=8, tasks=HELDOUT, eval_every=2
         )
         return cls(**{**settings, **overrides})
 

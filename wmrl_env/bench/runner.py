@@ -2,8 +2,9 @@
 
 Each run trains a per-task softmax policy over the structured program space with
 :func:`wmrl_env.grpo.train` on a :class:`~wmrl_env.WorldModelVectorEnv` whose fusion method is
-the arm. Every few rounds the *greedy* policy (the most likely program per task) is scored by
-a real execution that is not charged to the run: that is the true score. Cost accounting
+the arm. Every few rounds the *greedy* policy (the most likely program per task) is scored by its
+real execution result, not charged to the run (:func:`true_score_executor`): that is the
+true score. Cost accounting
 comes from the env's ``info``: real-execution seconds of the anchors, world-model seconds,
 and the wall clock.
 """
@@ -48,6 +49,21 @@ def real_executor(config: BenchConfig) -> Iterator[Any]:
         yield executor
     finally:
         executor.close()
+
+
+@contextmanager
+def true_score_executor(config: BenchConfig, executor: Any) -> Iterator[Any]:
+    """What measures the greedy policy's true score: the committed table (each program's
+    recorded real result, bit-identical to a live run on the same software) or, with
+    ``true_score="live"`` or the replay executor, the runs' own ``executor``."""
+    if config.true_score == "live" or config.executor == "replay":
+        yield executor
+        return
+    table = _ml_tasks().load_table().replay_executor()
+    try:
+        yield table
+    finally:
+        table.close()
 
 
 class TaskPolicy:
@@ -105,9 +121,13 @@ def run_one(
     seed: int,
     world_model: Any,
     executor: Any,
+    scorer: Any,
     on_step: Callable[[StepRecord], None] | None = None,
 ) -> RunRecord:
-    """Train one policy with one fusion method; returns its step-by-step record."""
+    """Train one policy with one fusion method; returns its step-by-step record.
+
+    ``executor`` runs the anchors; ``scorer`` measures true scores (:func:`true_score_executor`).
+    """
     from wmrl_env.grpo import GRPOConfig, train
     from wmrl_env.wrappers import WorldModelVectorEnv
 
@@ -117,7 +137,7 @@ def run_one(
     nvec = [int(n) for n in ml_tasks.program_space().nvec]
     fusion = RewardFusion(method=arm, anchor_fraction=config.anchor_fraction, seed=seed)
 
-    def make_env():
+    def make_env(executor: Any = executor):
         return ml_tasks.MLTaskEnv(tasks=tasks, executor=executor, action_mode="structured")
 
     envs = WorldModelVectorEnv(
@@ -126,17 +146,16 @@ def run_one(
         config.num_groups,
         config.group_size,
         fusion=fusion,
+        update_world_model=arm != "real",  # the real arm trains on real scores alone
         executor="thread",
         num_workers=min(16, config.num_groups * config.group_size),
     )
-    scorer_env = make_env()
+    scorer_env = make_env(scorer)
     policy = TaskPolicy(descriptions, nvec, seed)
     record = RunRecord(arm=arm, seed=seed)
     start = time.perf_counter()
     totals = {"real_exec_seconds": 0.0, "wm_seconds": 0.0, "real_executions": 0}
-    record.steps.append(
-        StepRecord(step=0, true_score=evaluate(policy, scorer_env, executor, tasks))
-    )
+    record.steps.append(StepRecord(step=0, true_score=evaluate(policy, scorer_env, scorer, tasks)))
 
     def log(row: dict[str, Any]) -> None:
         totals["real_exec_seconds"] += row["real_exec_seconds"]
@@ -151,7 +170,7 @@ def run_one(
             wall_seconds=time.perf_counter() - start,
             wm_seconds=totals["wm_seconds"],
             real_executions=totals["real_executions"],
-            true_score=evaluate(policy, scorer_env, executor, tasks) if evaluated else math.nan,
+            true_score=evaluate(policy, scorer_env, scorer, tasks) if evaluated else math.nan,
             fused_reward_mean=row["reward_mean"],
             real_reward_mean=row["real_reward_mean"],
             kappa=row["kappa"],

@@ -37,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="live",
         help="live sandbox runs, or the committed execution table",
     )
+    parser.add_argument(
+        "--true-score",
+        choices=("table", "live"),
+        default="table",
+        help="measure the greedy policy's score from the execution table (the default: same "
+        "result as a live run) or by executing it",
+    )
     parser.add_argument("--arms", nargs="+", choices=ARMS, help="arms to run (default: all)")
     parser.add_argument("--tasks", nargs="+", choices=HELDOUT, help="held-out tasks to train on")
     for name, (kind, text) in OVERRIDES.items():
@@ -47,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     overrides["executor"] = args.executor
+    overrides["true_score"] = args.true_score
     if args.arms:
         overrides["arms"] = tuple(args.arms)
     if args.tasks:
