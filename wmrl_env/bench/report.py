@@ -72,11 +72,16 @@ def seconds_to_reach(seconds: np.ndarray, scores: np.ndarray, target: float) -> 
 
 
 def confidence_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """t-interval of the mean, clipped to the normalised score's range [0, 1].
+
+    >>> confidence_interval([0.2, 0.4])[0], confidence_interval([0.0, 1.0])
+    (0.0, (0.0, 1.0))
+    """
     values = np.asarray(values, dtype=np.float64)
     if values.size < 2:
         return None
     half = stats.t.ppf(0.5 + level / 2, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
-    return float(values.mean() - half), float(values.mean() + half)
+    return float(max(values.mean() - half, 0.0)), float(min(values.mean() + half, 1.0))
 
 
 def summarise(runs: Sequence[RunRecord], tolerance: float = 0.0) -> dict[str, ArmSummary]:
