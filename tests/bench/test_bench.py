@@ -59,14 +59,14 @@ def test_the_table_scores_a_program_exactly_as_a_live_run_does() -> None:
     """The default true score (a table look-up) equals executing the program in the sandbox."""
     from wmrl_env.envs.ml_tasks import MLTaskEnv, ProgramSpec, load_table
 
-    table = {(r["task_id"], r["program_id"]): r["score"] for r in load_table().with_text()}
+    table = load_table()
     env = MLTaskEnv(tasks=["wine", "diabetes"], executor="local", action_mode="structured")
     try:
         for task, program in [("wine", "standardize-svm-mid"), ("diabetes", "none-forest-high")]:
             env.reset(options={"task_id": task})
             _, reward, _, _, info = env.step(ProgramSpec.from_id(program))
             assert info["status"] == "ok", info
-            assert reward == table[(task, program)], (task, program)
+            assert reward == table.lookup(task, program).score, (task, program)
     finally:
         env.close()
 

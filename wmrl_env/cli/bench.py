@@ -34,13 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--executor",
         choices=("live", "replay"),
-        default="live",
+        default=BenchConfig.executor,
         help="live sandbox runs, or the committed execution table",
     )
     parser.add_argument(
         "--true-score",
         choices=("table", "live"),
-        default="table",
+        default=BenchConfig.true_score,
         help="measure the greedy policy's score from the execution table (the default: same "
         "result as a live run) or by executing it",
     )
