@@ -12,7 +12,11 @@ perturbed parameters (``err``) plus noise, or uniform random scores (``random``)
 Printed: the final held-out score (normalised by the best program per task) per world-model
 quality, mean over seeds with a 95 % interval, and the real executions per run.
 
-    python benchmarks/bench_fusion_regime.py [--seeds 16] [--rounds 60] [--arms anchors wmrl ppi]
+    python benchmarks/bench_fusion_regime.py [--seeds 32] [--rounds 60] [--arms anchors wmrl ppi]
+        [--wm-gate evidence|off]
+
+``--wm-gate off`` runs the fusion without the evidence gate (wmrl: lam = 1; ppi: the
+per-step power-tuned lam), for comparison.
 """
 
 from __future__ import annotations
@@ -20,119 +24,16 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import spearmanr
 
-from wmrl_env.fusion import RewardFusion
-
-QUALITIES = {  # name -> (parameter error, prediction noise); None: uniform random scores
-    "exact": (0.0, 0.05),
-    "good": (0.3, 0.05),
-    "fair": (0.6, 0.1),
-    "poor": (1.2, 0.1),
-    "bad": (3.0, 0.2),
-    "random": None,
-}
-
-
-@dataclass(frozen=True)
-class Regime:
-    programs: int = 72
-    task_features: int = 8
-    program_features: int = 6
-    train_tasks: int = 150
-    heldout_tasks: int = 50
-    groups: int = 20
-    group_size: int = 8
-    anchor_groups: int = 2
-    rounds: int = 60
-    learning_rate: float = 0.05
-
-
-@dataclass(frozen=True)
-class World:
-    task_features: np.ndarray  # U, (tasks, K)
-    true_scores: np.ndarray  # R, (tasks, programs)
-    wm_scores: np.ndarray | None  # the world model's mean prediction; None: random
-    wm_noise: float
-
-
-def make_world(regime: Regime, quality: str, seed: int) -> World:
-    g = np.random.default_rng(seed)
-    z = g.normal(size=(regime.programs, regime.program_features))
-    w = g.normal(size=(regime.task_features, regime.program_features)) * 0.6
-    c = g.normal(size=regime.programs) * 0.5
-    u = g.normal(size=(regime.train_tasks + regime.heldout_tasks, regime.task_features))
-    true = 1 / (1 + np.exp(-(u @ w @ z.T + c)))
-    if QUALITIES[quality] is None:
-        return World(u, true, None, 0.0)
-    err, noise = QUALITIES[quality]
-    g = np.random.default_rng(seed + 99)
-    w2 = w + g.normal(size=w.shape) * err
-    c2 = c + g.normal(size=c.shape) * err
-    return World(u, true, 1 / (1 + np.exp(-(u @ w2 @ z.T + c2))), noise)
-
-
-def within_task_spearman(world: World) -> float:
-    if world.wm_scores is None:
-        return 0.0
-    rows = zip(world.wm_scores, world.true_scores, strict=True)
-    return float(np.mean([spearmanr(a, b).correlation for a, b in rows]))
-
-
-def run(regime: Regime, arm: str, quality: str, seed: int) -> tuple[float, int]:
-    """Train one policy; returns (final held-out score, real executions)."""
-    world = make_world(regime, quality, seed)
-    u, true = world.task_features, world.true_scores
-    rng = np.random.default_rng(seed + 7)
-    theta = np.zeros((regime.task_features, regime.programs))
-    first, second = np.zeros_like(theta), np.zeros_like(theta)
-    fusion = RewardFusion(
-        method="real" if arm == "anchors" else arm,
-        anchor_fraction=regime.anchor_groups / regime.groups,
-        seed=seed,
-    )
-    n_groups = regime.anchor_groups if arm == "anchors" else regime.groups
-    g_size = regime.group_size
-    executions = 0
-    for _ in range(regime.rounds):
-        tasks = rng.choice(regime.train_tasks, n_groups, replace=False)
-        logits = u[tasks] @ theta
-        policy = np.exp(logits - logits.max(1, keepdims=True))
-        policy /= policy.sum(1, keepdims=True)
-        actions = np.array([rng.choice(regime.programs, g_size, p=p) for p in policy])
-        group_ids = np.repeat(np.arange(n_groups), g_size)
-        real = true[tasks[:, None], actions].ravel()
-        if world.wm_scores is None:
-            wm = rng.uniform(size=real.size)
-        else:
-            wm = world.wm_scores[tasks[:, None], actions].ravel()
-            wm = wm + world.wm_noise * rng.normal(size=wm.size)
-        anchors = np.asarray(fusion.select_anchors(group_ids), bool)
-        executions += int(anchors.sum())
-        wm_in = None if arm == "anchors" else wm
-        out = fusion.step(group_ids, wm_in, np.where(anchors, real, np.nan))
-        advantages = out.advantages.reshape(n_groups, g_size)
-        grad = np.zeros_like(theta)
-        for i in range(n_groups):
-            onehot = np.zeros((g_size, regime.programs))
-            onehot[np.arange(g_size), actions[i]] = 1
-            grad += np.outer(u[tasks[i]], ((onehot - policy[i]) * advantages[i][:, None]).sum(0))
-        grad /= n_groups * g_size
-        first = 0.9 * first + 0.1 * grad
-        second = 0.999 * second + 0.001 * grad**2
-        theta += regime.learning_rate * first / (np.sqrt(second) + 1e-8)
-    held = np.arange(regime.train_tasks, regime.train_tasks + regime.heldout_tasks)
-    best = (u[held] @ theta).argmax(1)
-    score = true[held, best].mean() / true[held].max(1).mean()
-    return float(score), executions
+from wmrl_env.fusion.regime import QUALITIES, Regime, make_world, train, within_task_spearman
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--seeds", type=int, default=32)
+    parser.add_argument("--wm-gate", default="evidence", choices=["evidence", "off"])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--arms", nargs="+", default=["anchors", "wmrl", "ppi"])
     parser.add_argument("--qualities", nargs="+", default=list(QUALITIES))
@@ -148,7 +49,10 @@ def main() -> None:
             if arm == "anchors" and quality != args.qualities[0]:
                 cells.append("″")  # anchors ignore the world model: same as the first row
                 continue
-            results = [run(regime, arm, quality, seed) for seed in range(args.seeds)]
+            results = [
+                train(regime, arm, quality, seed, wm_gate=args.wm_gate)
+                for seed in range(args.seeds)
+            ]
             scores = np.array([score for score, _ in results])
             half = 1.96 * scores.std(ddof=1) / np.sqrt(scores.size)
             cells.append(f"{scores.mean():.3f} ± {half:.3f} ({results[0][1]})")

@@ -15,7 +15,7 @@ Example:
     >>> monitor = GapMonitor(window=8)
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     readings = [monitor.update(step, 0.01 * step**2) for step in range(12)]
+    ...     readings = [monitor.update(0.01 * step**2) for step in range(12)]
     >>> readings[-1].alarm, len(caught)
     (True, 1)
 """
@@ -62,11 +62,14 @@ class GapMonitor:
         self.alpha = alpha
         self.critical = float(student_t.ppf(1.0 - alpha, window - 2))
         self._points: deque[tuple[float, float]] = deque(maxlen=window)
+        self.steps = 0  # updates so far, gaps or not: the time axis of the trend
         self.alarm = False
         self.alarms = 0  # alarm episodes so far
 
-    def update(self, step: int, gap: float) -> GapReading:
-        """Add this step's gap (NaN: no anchors this step, nothing added) and test."""
+    def update(self, gap: float) -> GapReading:
+        """Add one step's gap (NaN: no anchors this step, nothing added) and test."""
+        step = self.steps
+        self.steps += 1
         if math.isfinite(gap):
             self._points.append((float(step), float(gap)))
         trend, t_stat, newest = self._fit()
@@ -75,7 +78,7 @@ class GapMonitor:
             self.alarms += 1
             warnings.warn(
                 f"reward hacking? the anchor gap (calibrated minus real score) rises by "
-                f"{trend:.3g} per step (t = {t_stat:.1f}) and is {newest:.3g} at step {step}: "
+                f"{trend:.3g} per step (t = {t_stat:.1f}) and is {newest:.3g} at update {step}: "
                 "the world model over-scores what the policy now produces",
                 RewardHackingWarning,
                 stacklevel=3,
@@ -98,9 +101,15 @@ class GapMonitor:
         return slope, t_stat, float(y.mean() + slope * xc[-1])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"points": list(self._points), "alarm": self.alarm, "alarms": self.alarms}
+        return {
+            "points": list(self._points),
+            "steps": self.steps,
+            "alarm": self.alarm,
+            "alarms": self.alarms,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._points = deque((tuple(p) for p in state["points"]), maxlen=self.window)
+        self.steps = int(state["steps"])
         self.alarm = bool(state["alarm"])
         self.alarms = int(state["alarms"])

@@ -277,14 +277,19 @@ class RewardFusion:
         batch = self._validate(
             group_ids, wm_scores, real_scores, failed, wm_valid, inclusion_probabilities
         )
-        lam = self.wm_weight  # from earlier steps only: independent of this step's draw
+        # lam and (for exact PPI) the map come from earlier steps only, so they are
+        # independent of this step's anchor draw
+        lam = self.wm_weight
+        exact_ppi = self.method == "ppi" and self.wm_gate == "evidence"
+        prior_map = self.calibrator.map
         pair = batch.is_anchor & ~batch.failed & batch.wm_valid
         fit = None
         if batch.wm is not None and self.method != "wm":  # every step ages the window
             fit = self.observe_anchors(batch.wm[pair], batch.real[pair], batch.groups.inverse[pair])
         calibrated = np.full(batch.real.shape, np.nan)
         if batch.wm is not None:
-            calibrated[batch.wm_valid] = self.calibrator.transform(batch.wm[batch.wm_valid])
+            current = prior_map if exact_ppi else self.calibrator.map
+            calibrated[batch.wm_valid] = current(batch.wm[batch.wm_valid])
         cross_fitted = np.full(batch.real.shape, np.nan)
         if fit is not None:
             cross_fitted[pair] = fit.cross_fitted
@@ -295,8 +300,10 @@ class RewardFusion:
             )
             self.step_lambda = self.step_lambda if step_lambda is None else step_lambda
             lam = self.step_lambda
+        # PPI's rectifier: the prior map (exact), else the cross-fitted prediction where known
+        rectifier = calibrated if exact_ppi else np.where(known, cross_fitted, calibrated)
 
-        rewards = self._rewards(batch, calibrated, cross_fitted, lam)
+        rewards = self._rewards(batch, calibrated, rectifier, lam)
         if self.method in WEIGHTED_METHODS:
             weights = fusion_weights(batch.is_anchor, self.kappa_estimator.kappa)
         else:
@@ -348,7 +355,7 @@ class RewardFusion:
             self.kappa_estimator.fold_in(*variances)
         self.gate.update(r, f, g)
         gap = float(np.mean(f - r)) if r.size else float("nan")
-        reading = self.monitor.update(self.step_count, gap)
+        reading = self.monitor.update(gap)
         return AnchorFit(update, cross_fitted, known, variances, gap, reading)
 
     def state_dict(self) -> dict[str, Any]:
@@ -380,7 +387,7 @@ class RewardFusion:
 
     # ------------------------------------------------------------------ internals
     def _rewards(
-        self, batch: _Batch, calibrated: np.ndarray, cross_fitted: np.ndarray, lam: float
+        self, batch: _Batch, calibrated: np.ndarray, rectifier: np.ndarray, lam: float
     ) -> np.ndarray:
         real = np.where(batch.failed, np.nan, batch.real)
         if self.method == "real":
@@ -388,8 +395,6 @@ class RewardFusion:
         if self.method == "wm":
             return batch.wm.copy()
         if self.method == "ppi":
-            # an anchor without an out-of-sample prediction falls back to the current map
-            rectifier = np.where(np.isnan(cross_fitted), calibrated, cross_fitted)
             rewards = rectified_rewards(calibrated, rectifier, real, batch.is_anchor, batch.pi, lam)
             # an anchor whose world-model score is invalid has nothing to rectify with
             return np.where(batch.is_anchor & ~batch.wm_valid, real / batch.pi, rewards)
