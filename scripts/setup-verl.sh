@@ -2,7 +2,7 @@
 # Create the verl interpreter .venv-verl (wmrl-env[verl,dev], verl 0.9.1 on the CPU torch).
 #
 #   bash scripts/setup-verl.sh
-#   .venv-verl/bin/python -m pytest -m verl tests/integrations
+#   .venv-verl/bin/python -m pytest tests/integrations/test_verl.py wmrl_env/integrations/verl
 #
 # verl pins its own transformers/ray/tensordict stack, so it gets its own interpreter, like
 # LIBERO (scripts/setup-robotics.sh); torch stays the CPU wheel through constraints/cpu.txt.

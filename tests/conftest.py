@@ -78,8 +78,9 @@ def _verl_missing() -> str | None:
     if is_available("verl"):
         return None
     return (
-        "verl is not installed in this environment (it pins its own stack): run it with "
-        "bash scripts/setup-verl.sh && .venv-verl/bin/python -m pytest -m verl tests/integrations"
+        "verl is not installed in this environment (it pins its own stack): run "
+        "bash scripts/setup-verl.sh && .venv-verl/bin/python -m pytest "
+        "tests/integrations/test_verl.py wmrl_env/integrations/verl"
     )
 
 

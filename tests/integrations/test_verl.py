@@ -249,7 +249,7 @@ def test_fused_advantages_reach_verls_policy_loss():
     torch.testing.assert_close(log_prob.grad, -advantages * mask / mask.sum())
 
 
-def test_estimator_fails_loudly_without_its_records(tokenizer_path):
+def test_estimator_fails_loudly_without_its_records():
     import torch
 
     from wmrl_env.integrations.verl import FusedAdvantageEstimator, Ledger, SampleRecord

@@ -9,7 +9,10 @@ Two pieces plug into verl's own registries (no patch of verl's source):
 
 They meet in a :mod:`ledger <wmrl_env.integrations.verl.ledger>` of per-sample records.
 docs/verl.md has the config overrides and exactly what verl does to the advantages.
+Only :class:`WMRLRewardManager` imports verl (on first access); the rest needs numpy alone.
 """
+
+from typing import Any
 
 from wmrl_env.integrations.verl.estimator import (
     FusedAdvantageEstimator,
@@ -17,7 +20,6 @@ from wmrl_env.integrations.verl.estimator import (
     register_estimator,
 )
 from wmrl_env.integrations.verl.ledger import Ledger, RayLedger, SampleRecord, anchor_draw
-from wmrl_env.integrations.verl.reward_manager import WMRLRewardManager
 
 __all__ = [
     "FusedAdvantageEstimator",
@@ -29,3 +31,11 @@ __all__ = [
     "anchor_draw",
     "register_estimator",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WMRLRewardManager":  # subclasses verl's RewardManagerBase: needs verl
+        from wmrl_env.integrations.verl.reward_manager import WMRLRewardManager
+
+        return WMRLRewardManager
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -60,7 +60,8 @@ class FusedAdvantageEstimator:
         ledger: where the reward workers file their records; default
             :func:`~wmrl_env.integrations.verl.ledger.default_ledger` at the first call.
         log_metrics: receives ``{"wmrl/<name>": value}`` after every batch (verl's registry
-            offers no path into its own metrics dict); default: the ``logging`` module.
+            offers no path into its own metrics dict); default: the ``logging`` module, at
+            WARNING while ``wmrl/hacking_alarm`` is 1.
     """
 
     def __init__(
@@ -174,7 +175,12 @@ def _metrics(
 
 
 def _log_metrics(metrics: dict[str, float]) -> None:
-    logger.info(" ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
+    """INFO every batch; WARNING while the reward-hacking monitor's alarm is up."""
+    line = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
+    if metrics.get("wmrl/hacking_alarm", 0.0) > 0:
+        logger.warning("reward hacking? the anchor gap rises beyond its noise: %s", line)
+    else:
+        logger.info(line)
 
 
 def register_estimator(
