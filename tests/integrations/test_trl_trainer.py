@@ -64,6 +64,9 @@ def test_extra_reward_adds_a_centred_term_and_evaluation_executes_nothing(tiny_l
         logged = np.array(list(trainer._logs["advantages"])[-8:])
         np.testing.assert_allclose(logged, call.fusion.advantages + 0.5 * centred, atol=1e-6)
 
+        logged_names = set().union(*trainer.state.log_history)
+        for name in ("kappa", "anchor_gap", "hacking_alarm", "anchor_gap_trend", "wm_weight"):
+            assert f"wmrl/{name}" in logged_names  # TensorBoard / W&B take these names as-is
         executed, state = reward.n_executed, copy.deepcopy(reward.state_dict())
         metrics = trainer.evaluate()
     assert reward.n_executed == executed, "evaluation executed anchors"

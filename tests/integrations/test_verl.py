@@ -225,7 +225,8 @@ def test_reward_loop_and_advantage_through_verl(tokenizer_path, ray_session, mon
         assert (advantages[torch.as_tensor(~call.included)] == 0).all()
         assert call.fusion.metrics["n_failed"] == failed.sum()
         assert call.metrics["wmrl/ambiguous_rows"] == 0
-        assert "wmrl/anchor_gap" in call.metrics and "wmrl/kappa" in call.metrics
+        for name in ("anchor_gap", "kappa", "hacking_alarm", "anchor_gap_trend"):
+            assert f"wmrl/{name}" in call.metrics
     assert seen_anchor and seen_model
     assert len(estimator.ledger) == 0  # every record was used
 
@@ -255,7 +256,8 @@ def test_estimator_fails_loudly_without_its_records():
     from wmrl_env.integrations.verl import FusedAdvantageEstimator, Ledger, SampleRecord
 
     ledger = Ledger()
-    estimator = FusedAdvantageEstimator(RewardFusion(seed=0), ledger)
+    # gate off: with no anchor yet the evidence gate gives the world model weight 0
+    estimator = FusedAdvantageEstimator(RewardFusion(seed=0, wm_gate="off"), ledger)
     rewards = torch.zeros(2, 3)
     rewards[:, -1] = torch.tensor([0.25, 0.5])
     mask = torch.ones(2, 3)
@@ -287,3 +289,13 @@ def test_rows_of_equal_reward_are_counted_when_their_advantages_could_differ(met
     index = np.array(["a"] * 4 + ["b"] * 4, dtype=object)
     estimator(rewards, torch.ones(8, 2), index=index)
     assert estimator.last_call.metrics["wmrl/ambiguous_rows"] == ambiguous
+
+
+def test_default_metrics_log_warns_while_the_hacking_alarm_is_up(caplog):
+    from wmrl_env.integrations.verl.estimator import _log_metrics
+
+    with caplog.at_level("INFO", logger="wmrl_env.integrations.verl.estimator"):
+        _log_metrics({"wmrl/kappa": 1.5, "wmrl/hacking_alarm": 0.0})
+        _log_metrics({"wmrl/kappa": 1.5, "wmrl/hacking_alarm": 1.0})
+    assert [r.levelname for r in caplog.records] == ["INFO", "WARNING"]
+    assert "wmrl/kappa=1.5" in caplog.records[0].getMessage()
