@@ -74,6 +74,16 @@ def _libero_missing() -> str | None:
     return None
 
 
+def _verl_missing() -> str | None:
+    if is_available("verl"):
+        return None
+    return (
+        "verl is not installed in this environment (it pins its own stack): run "
+        "bash scripts/setup-verl.sh && .venv-verl/bin/python -m pytest "
+        "tests/integrations/test_verl.py wmrl_env/integrations/verl"
+    )
+
+
 # marker -> a check returning None when usable, else the reason to skip
 MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "docker": _docker_missing,
@@ -86,6 +96,7 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "gpu": _cuda_missing,
     "vllm": _vllm_missing,
     "trl": _module_missing("trl", "trl"),
+    "verl": _verl_missing,
 }
 
 

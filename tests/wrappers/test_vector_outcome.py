@@ -121,7 +121,6 @@ def test_rewards_equal_the_fusion_output(envs) -> None:
             info["real_score"],
             failed=info["exec_status"] == "error",
             wm_valid=info["wm_valid"],
-            inclusion_probabilities=np.where(info["is_anchor"], info["inclusion_probability"], 0),
         )
         np.testing.assert_array_equal(rewards, out.rewards)
         np.testing.assert_array_equal(info["advantage"], out.advantages)

@@ -11,8 +11,25 @@ every round is one step, the ordinary case. In multi-step tasks an env whose epi
 before the others waits in an absorbing state (same observation, reward 0, its actions
 ignored) until the round ends, when every env receives its fused trajectory reward.
 
+What PPO receives (``rewards=``):
+
+* ``"weighted"`` (default): ``b_g + w_g * (x - b_g)``, the fused reward ``x`` pulled towards or
+  pushed away from its group's mean ``b_g`` by the fusion weight ``w_g``. A group's members
+  share their start, so PPO's critic learns ``V(start) = b_g`` and PPO's advantage
+  ``reward - V`` becomes ``w_g * (x - b_g)``: the inverse-variance weights of ``denoise`` and
+  ``wmrl`` reach PPO's loss (up to the critic's error and PPO's per-minibatch advantage
+  normalisation, which rescales every weight alike). Where ``w_g == 1`` (every other method)
+  this is exactly ``x``.
+* ``"fused"``: ``x`` itself; the weights are dropped, so ``denoise`` and ``wmrl`` train like
+  ``debias`` (``info["weight"]`` still reports them).
+
 Failed real executions have a NaN fused reward; SB3 cannot learn from NaN, so the adapter
-hands out ``failed_reward`` instead (``info["exec_status"]`` says what happened).
+hands out ``failed_reward`` instead (``info["exec_status"]`` says what happened) and leaves
+them out of ``b_g``.
+
+``episode_returns="real"`` puts SB3's episode statistics (``info["episode"]``, which SB3 logs
+as ``rollout/ep_rew_mean``) on the real returns of anchor episodes only; ``"fused"`` on every
+episode's fused reward; ``None`` (default) reports none.
 
 Example:
     >>> import gymnasium as gym
@@ -50,7 +67,31 @@ from wmrl_env.wrappers.vector import WorldModelVectorEnv
 
 vec_env = require("stable_baselines3.common.vec_env", "the Stable-Baselines3 adapter")
 
-__all__ = ["SB3VecEnv", "per_env_infos"]
+__all__ = ["SB3VecEnv", "per_env_infos", "weighted_rewards"]
+
+REWARDS = ("weighted", "fused")
+EPISODE_RETURNS = (None, "real", "fused")
+
+
+def weighted_rewards(fused: np.ndarray, weights: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
+    """``b_g + w * (x - b_g)`` per trajectory, ``b_g`` the group's mean fused reward (NaN, a
+    failed execution, stays NaN and stays out of the mean); exactly ``x`` where ``w == 1``.
+
+    >>> weighted_rewards(np.array([0.0, 1.0, 0.5, 0.5]), np.array([2.0, 2.0, 1.0, 1.0]),
+    ...                  np.array([0, 0, 1, 1])).tolist()
+    [-0.5, 1.5, 0.5, 0.5]
+    """
+    fused = np.asarray(fused, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    out = fused.copy()
+    for group in np.unique(group_ids):
+        members = (group_ids == group) & (weights != 1.0) & ~np.isnan(fused)
+        if members.any():
+            mean = fused[group_ids == group]
+            base = np.nanmean(mean) if (~np.isnan(mean)).any() else 0.0
+            out[members] = base + weights[members] * (fused[members] - base)
+    return out
+
 
 _SB3_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
 
@@ -74,9 +115,25 @@ class SB3VecEnv(vec_env.VecEnv):
     Args:
         envs: the world-model vector env (closed with this adapter).
         failed_reward: reward for a failed real execution (SB3 cannot take NaN).
+        rewards: ``"weighted"`` (the fusion weights reach PPO's advantages) or ``"fused"``
+            (module docstring).
+        episode_returns: what SB3's episode statistics report: ``"real"`` (anchor episodes'
+            real returns), ``"fused"`` or ``None``.
     """
 
-    def __init__(self, envs: WorldModelVectorEnv, failed_reward: float = 0.0) -> None:
+    def __init__(
+        self,
+        envs: WorldModelVectorEnv,
+        failed_reward: float = 0.0,
+        rewards: str = "weighted",
+        episode_returns: str | None = None,
+    ) -> None:
+        if rewards not in REWARDS:
+            raise ValueError(f"rewards must be one of {REWARDS}, got {rewards!r}")
+        if episode_returns not in EPISODE_RETURNS:
+            raise ValueError(
+                f"episode_returns must be one of {EPISODE_RETURNS}, got {episode_returns!r}"
+            )
         space = envs.single_observation_space
         if not isinstance(space, _SB3_SPACES):
             raise ValueError(
@@ -87,12 +144,17 @@ class SB3VecEnv(vec_env.VecEnv):
             raise ValueError(f"failed_reward must be a finite number, got {failed_reward}")
         self.envs = envs
         self.failed_reward = float(failed_reward)
+        self.rewards = rewards
+        self.episode_returns = episode_returns
+        self.group_ids = np.arange(envs.num_envs) // envs.group_size
         self._actions: np.ndarray | None = None
+        self._steps = np.zeros(envs.num_envs, dtype=np.int64)
         super().__init__(envs.num_envs, space, envs.single_action_space)
 
     def reset(self) -> Any:
         seed = self._seeds[0]
         observations, info = self.envs.reset(seed=seed, options=self._options[0] or None)
+        self._steps[:] = 0
         self.reset_infos = per_env_infos(info, self.num_envs)
         self._reset_seeds()
         self._reset_options()
@@ -106,16 +168,32 @@ class SB3VecEnv(vec_env.VecEnv):
             raise RuntimeError("step_wait() without step_async()")
         observations, rewards, terminated, truncated, info = self.envs.step(self._actions)
         self._actions = None
-        rewards = np.where(np.isnan(rewards), self.failed_reward, rewards).astype(np.float32)
-        infos = per_env_infos(info, self.num_envs)
         round_done = bool(np.all(terminated | truncated))
+        if round_done and self.rewards == "weighted" and "weight" in info:
+            weighted = weighted_rewards(info["fused_reward"], info["weight"], self.group_ids)
+            rewards = np.where(np.isnan(info["fused_reward"]), rewards, weighted)
+        rewards = np.where(np.isnan(rewards), self.failed_reward, rewards).astype(np.float32)
+        self._steps += 1
+        infos = per_env_infos(info, self.num_envs)
         if round_done:
             for i, env_info in enumerate(infos):
                 env_info["terminal_observation"] = _item(observations, i)
                 env_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                self._episode_statistics(env_info, i)
             observations = self.reset()
         dones = np.full(self.num_envs, round_done)
         return observations, rewards, dones, infos
+
+    def _episode_statistics(self, env_info: dict[str, Any], index: int) -> None:
+        """SB3's ``info["episode"]`` for the env's episode, by ``episode_returns``."""
+        if self.episode_returns == "real":
+            value = env_info.get("real_score", np.nan) if env_info.get("is_anchor") else np.nan
+        elif self.episode_returns == "fused":
+            value = env_info.get("fused_reward", np.nan)
+        else:
+            return
+        if np.isfinite(value):
+            env_info["episode"] = {"r": float(value), "l": int(self._steps[index]), "t": 0.0}
 
     def close(self) -> None:
         self.envs.close()

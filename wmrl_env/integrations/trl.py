@@ -5,8 +5,10 @@ call it
 
 1. scores every completion with a world model (one batched ``predict``),
 2. groups the completions by prompt (a GRPO group),
-3. picks anchor groups with :meth:`RewardFusion.select_anchors`, adds every group holding an
-   invalid world-model prediction (NaN, out of range, unparseable: never passed on), and
+3. picks anchor groups with :meth:`RewardFusion.select_anchors` (uniformly, or with
+   ``anchor_priority="uncertainty"`` by the world model's predictive std), forces every group
+   holding an invalid world-model prediction (NaN, out of range, unparseable: never passed
+   on) with :meth:`RewardFusion.force_anchors`, and
    executes the anchors for real through an :class:`~wmrl_env.executors.base.Executor`
    (``to_job(prompt, completion, **columns) -> Job``),
 4. fuses both streams with :class:`~wmrl_env.fusion.RewardFusion` and returns one value per
@@ -36,23 +38,35 @@ Example (needs the ``trl`` extra)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import pickle
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.executors.base import ExecResult, Executor
-from wmrl_env.fusion import FusionOutput, RewardFusion
+from wmrl_env.fusion import FusionOutput, RewardFusion, uncertainty_priorities
+from wmrl_env.fusion.reward_fusion import CALIBRATED_METHODS
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.base import Prediction, WorldModel, as_prediction
 
 _trl = require("trl", "the TRL integration")
+_transformers = require("transformers", "the TRL integration")
+_trainer_utils = require("transformers.trainer_utils", "the TRL integration")
 
-__all__ = ["RewardCall", "WMRLGRPOTrainer", "WorldModelReward", "check_grpo_config"]
+__all__ = [
+    "RewardCall",
+    "WMRLGRPOTrainer",
+    "WMRLStateCallback",
+    "WorldModelReward",
+    "check_grpo_config",
+]
 
 _TRAINER_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 
@@ -102,6 +116,8 @@ class WorldModelReward:
         score_range: world-model scores outside it are flagged invalid.
         update_world_model: after each call, feed the anchors' real scores to the world
             model's ``update()`` (if it has one).
+        anchor_priority: ``"uniform"`` or ``"uncertainty"`` (anchor groups drawn with
+            priorities from the world model's std, :func:`~wmrl_env.fusion.uncertainty_priorities`).
     """
 
     __name__ = "wmrl"  # TRL names a reward function's metrics after it
@@ -118,7 +134,12 @@ class WorldModelReward:
         num_generations: int | None = None,
         score_range: tuple[float, float] | None = None,
         update_world_model: bool = False,
+        anchor_priority: str = "uniform",
     ) -> None:
+        if anchor_priority not in ("uniform", "uncertainty"):
+            raise ValueError(
+                f"anchor_priority must be 'uniform' or 'uncertainty', got {anchor_priority!r}"
+            )
         if num_generations is not None and num_generations < 1:
             raise ValueError(f"num_generations must be >= 1, got {num_generations}")
         self.world_model = world_model
@@ -130,10 +151,46 @@ class WorldModelReward:
         self.num_generations = num_generations
         self.score_range = score_range
         self.update_world_model = update_world_model
+        self.anchor_priority = anchor_priority
         self.n_calls = 0
         self.n_scored = 0
         self.n_executed = 0
+        self.evaluating = False
         self.last_call: RewardCall | None = None
+
+    @contextlib.contextmanager
+    def evaluation(self) -> Iterator[None]:
+        """Evaluation mode: every completion gets its calibrated world-model score (``None``
+        where the prediction is invalid); nothing is executed and the fusion's state (its
+        calibration, kappa, anchor draw) and the counters stay as they were."""
+        previous, self.evaluating = self.evaluating, True
+        try:
+            yield
+        finally:
+            self.evaluating = previous
+
+    def _evaluate(
+        self, prediction: Prediction, log_metric: Callable[[str, float], None] | None
+    ) -> list[float | None]:
+        scores = prediction.scores[prediction.valid]
+        if self.fusion.method in CALIBRATED_METHODS and scores.size:
+            scores = self.fusion.calibrator.transform(scores)
+        values = np.full(prediction.valid.shape, np.nan)
+        values[prediction.valid] = scores
+        if log_metric is not None:
+            log_metric("wmrl/eval_wm_valid_fraction", float(prediction.valid.mean()))
+        return [float(v) if ok else None for v, ok in zip(values, prediction.valid, strict=True)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fusion's state and the call counters (the world model saves itself)."""
+        return {
+            "fusion": self.fusion.state_dict(),
+            "counters": [self.n_calls, self.n_scored, self.n_executed],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.fusion.load_state_dict(state["fusion"])
+        self.n_calls, self.n_scored, self.n_executed = (int(v) for v in state["counters"])
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
@@ -154,7 +211,9 @@ class WorldModelReward:
         prediction = as_prediction(
             self.world_model.predict(contexts, artifacts), n=n, score_range=self.score_range
         )
-        is_anchor, pi = self._anchors(group_ids, prediction.valid)
+        if self.evaluating:
+            return self._evaluate(prediction, log_metric)
+        is_anchor = self._anchors(group_ids, prediction)
         real, failed, results = self._execute(
             prompts, completions, rows, np.flatnonzero(is_anchor), prediction, step
         )
@@ -164,7 +223,6 @@ class WorldModelReward:
             real,
             failed=failed,
             wm_valid=prediction.valid,
-            inclusion_probabilities=pi,
         )
         returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
         if self.update_world_model and hasattr(self.world_model, "update"):
@@ -199,13 +257,16 @@ class WorldModelReward:
                 )
         return np.arange(len(keys)) // g
 
-    def _anchors(self, group_ids: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Drawn anchor groups plus every group with an invalid prediction (pi = 1 there)."""
-        drawn = self.fusion.select_anchors(group_ids)
-        pi = self.fusion.last_inclusion_probabilities
-        invalid_groups = np.unique(group_ids[~valid])
-        forced = np.isin(group_ids, invalid_groups)
-        return drawn | forced, np.where(forced, 1.0, pi)
+    def _anchors(self, group_ids: np.ndarray, prediction: Prediction) -> np.ndarray:
+        """Drawn anchor groups plus every group with an invalid prediction (forced, pi = 1);
+        the fusion records the inclusion probabilities."""
+        priorities = None
+        if self.anchor_priority == "uncertainty":
+            if prediction.std is None:
+                raise ValueError("anchor_priority='uncertainty' needs a world model with a std")
+            priorities = uncertainty_priorities(group_ids, prediction.std)
+        self.fusion.select_anchors(group_ids, priorities)
+        return self.fusion.force_anchors(~prediction.valid)
 
     def _execute(
         self,
@@ -256,12 +317,14 @@ class WorldModelReward:
             log_extra("is_anchor", out.is_anchor.tolist())
 
 
-def check_grpo_config(config: Any) -> None:
+def check_grpo_config(config: Any, num_reward_funcs: int = 1) -> None:
     """Raise ``ValueError`` unless a ``GRPOConfig`` passes fused advantages through unchanged.
 
     That needs ``scale_rewards="none"`` (per-group or batch std scaling would rescale the
-    already scaled, weighted advantages; per-group std undoes the fusion weights) and
-    ``multi_objective_aggregation="sum_then_normalize"`` with no reward weights other than 1.
+    already scaled, weighted advantages; per-group std undoes the fusion weights),
+    ``multi_objective_aggregation="sum_then_normalize"`` and a weight of 1 on the fused reward
+    (the first of ``num_reward_funcs``; the others may have any weight). TRL releases before
+    0.22 took ``scale_rewards`` as a bool: they are refused here too.
     """
     problems = []
     if getattr(config, "scale_rewards", "none") != "none":
@@ -270,30 +333,128 @@ def check_grpo_config(config: Any) -> None:
     if aggregation != "sum_then_normalize":
         problems.append(f"multi_objective_aggregation={aggregation!r}")
     weights = getattr(config, "reward_weights", None)
-    if weights not in (None, [1.0], [1]):
-        problems.append(f"reward_weights={weights!r}")
+    if weights is not None and (len(weights) != num_reward_funcs or float(weights[0]) != 1.0):
+        problems.append(
+            f"reward_weights={weights!r} (need {num_reward_funcs} weights, the fused reward's 1)"
+        )
     if problems:
         raise ValueError(
             "WorldModelReward returns fused advantages, which TRL leaves unchanged only with "
-            "scale_rewards='none', sum_then_normalize and unit reward weights; got "
+            "scale_rewards='none', sum_then_normalize and a unit weight on them; got "
             + ", ".join(problems)
         )
+
+
+class WMRLStateCallback(_transformers.TrainerCallback):
+    """Saves the reward's state with every checkpoint (``wmrl_state.pkl``: the fusion, the
+    counters, and a world model that has ``state_dict()``; one that only has
+    ``save(path)`` / ``load(path)`` goes to ``wmrl_world_model/``). :class:`WMRLGRPOTrainer`
+    adds it and restores the state on ``train(resume_from_checkpoint=...)``."""
+
+    FILE = "wmrl_state.pkl"
+    WORLD_MODEL_DIR = "wmrl_world_model"
+
+    def __init__(self, reward: WorldModelReward) -> None:
+        self.reward = reward
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not state.is_world_process_zero:
+            return
+        folder = (
+            Path(args.output_dir) / f"{_trainer_utils.PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        saved = {"reward": self.reward.state_dict(), "world_model": None}
+        model = self.reward.world_model
+        if hasattr(model, "state_dict") and hasattr(model, "load_state_dict"):
+            saved["world_model"] = model.state_dict()
+        elif self.reward.update_world_model and hasattr(model, "save"):
+            model.save(folder / self.WORLD_MODEL_DIR)
+        elif self.reward.update_world_model:
+            raise TypeError(
+                f"{type(model).__name__} learns from anchors (update_world_model=True) but has "
+                "neither state_dict() nor save(): its state cannot be checkpointed"
+            )
+        with open(folder / self.FILE, "wb") as file:
+            pickle.dump(saved, file)
+
+    def restore(self, checkpoint: str | Path) -> None:
+        """Load what :meth:`on_save` wrote into ``checkpoint``."""
+        folder = Path(checkpoint)
+        path = folder / self.FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: the checkpoint has no wmrl state")
+        with open(path, "rb") as file:
+            saved = pickle.load(file)
+        self.reward.load_state_dict(saved["reward"])
+        model = self.reward.world_model
+        if saved["world_model"] is not None:
+            model.load_state_dict(saved["world_model"])
+        elif (folder / self.WORLD_MODEL_DIR).exists():
+            self.reward.world_model = type(model).load(folder / self.WORLD_MODEL_DIR)
 
 
 class WMRLGRPOTrainer(_trl.GRPOTrainer):
     """A ``GRPOTrainer`` trained on the fused advantages of one :class:`WorldModelReward`.
 
-    Checks the config with :func:`check_grpo_config`, sets the reward's ``num_generations``
-    and refuses multi-process runs (a GRPO group split across processes would be fused in
-    pieces). Every other argument goes to ``GRPOTrainer`` unchanged.
+    Args:
+        model, args: as for ``GRPOTrainer``; ``args`` is checked with
+            :func:`check_grpo_config`.
+        reward: the fused reward (always the first reward function, weight 1).
+        extra_reward_funcs: more TRL reward functions (e.g. a format reward), summed with the
+            fused advantages by TRL: each completion's advantage is the fused advantage plus
+            ``weight * (r - group mean of r)`` for every extra reward ``r`` (the fused
+            advantages are already group-centred, so TRL's centring leaves them unchanged).
+
+    Also: sets the reward's ``num_generations``; refuses multi-process runs (a GRPO group
+    split across processes would be fused in pieces); evaluates in
+    :meth:`WorldModelReward.evaluation` mode (no execution, fusion state untouched); saves the
+    reward's state with every checkpoint (:class:`WMRLStateCallback`) and restores it on
+    ``train(resume_from_checkpoint=...)``.
     """
 
-    def __init__(self, model: Any, reward: WorldModelReward, args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        reward: WorldModelReward,
+        args: Any,
+        extra_reward_funcs: Sequence[Any] = (),
+        **kwargs: Any,
+    ) -> None:
         if "reward_funcs" in kwargs:
-            raise TypeError("pass the WorldModelReward as `reward`, not `reward_funcs`")
-        check_grpo_config(args)
+            raise TypeError(
+                "pass the WorldModelReward as `reward` and other reward functions as "
+                "`extra_reward_funcs`, not `reward_funcs`"
+            )
+        check_grpo_config(args, 1 + len(extra_reward_funcs))
         reward.num_generations = args.num_generations
-        super().__init__(model=model, reward_funcs=[reward], args=args, **kwargs)
-        if self.accelerator.num_processes > 1:
-            raise ValueError("WMRLGRPOTrainer supports one process: GRPO groups must stay whole")
         self.wmrl_reward = reward
+        self.wmrl_state = WMRLStateCallback(reward)
+        callbacks = [*(kwargs.pop("callbacks", None) or []), self.wmrl_state]
+        super().__init__(
+            model=model,
+            reward_funcs=[reward, *extra_reward_funcs],
+            args=args,
+            callbacks=callbacks,
+            **kwargs,
+        )
+        if self.accelerator.num_processes > 1:
+            raise ValueError(
+                f"WMRLGRPOTrainer runs in one process, got {self.accelerator.num_processes}: "
+                "each process would fuse only its share of every GRPO group"
+            )
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+        if resume_from_checkpoint:
+            checkpoint = resume_from_checkpoint
+            if checkpoint is True:
+                checkpoint = _trainer_utils.get_last_checkpoint(self.args.output_dir)
+                if checkpoint is None:
+                    raise ValueError(f"no checkpoint found in {self.args.output_dir}")
+            self.wmrl_state.restore(checkpoint)
+            resume_from_checkpoint = checkpoint
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        with self.wmrl_reward.evaluation():
+            return super().evaluate(*args, **kwargs)

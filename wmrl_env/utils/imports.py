@@ -31,6 +31,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "libero": "libero",
     "stable_baselines3": "sb3",
     "trl": "trl",
+    "verl": "verl",
     "matplotlib": "bench",
     "tqdm": "bench",
     "pandas": "bench",

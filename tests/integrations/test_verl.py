@@ -1,0 +1,301 @@
+"""The verl integration against the real verl package (its own DataProto, reward loop on Ray
+actors, advantage computation and policy loss) on CPU.
+
+Runs in the verl venv (``bash scripts/setup-verl.sh``); elsewhere it skips with that reason.
+verl's whole GRPO step cannot run here: its rollout needs a vLLM, SGLang or TensorRT-LLM
+server (docs/verl.md); every piece around the rollout runs for real.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wmrl_env.fusion import RewardFusion
+
+pytestmark = [pytest.mark.verl, pytest.mark.slow]
+
+SETUP = Path(__file__).with_name("verl_setup.py")
+GROUP_SIZE = 4
+NUM_GROUPS = 3
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tmp_path_factory):
+    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+
+    return str(build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm"), seed=0))
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory):
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+        runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}},
+    )
+    yield ray
+    ray.shutdown()
+
+
+def verl_config(tokenizer_path: str, *overrides: str):
+    """verl's own trainer config with the overrides a user adds (docs/verl.md)."""
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    user_overrides = [
+        "reward.reward_manager.source=importlib",
+        f"reward.reward_manager.module.path={SETUP}",
+        "reward.reward_manager.name=LengthReward",
+        "algorithm.adv_estimator=wmrl_test",
+        "algorithm.use_kl_in_reward=False",
+    ]
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(
+            config_name="ppo_trainer",
+            overrides=[
+                *user_overrides,
+                f"actor_rollout_ref.model.path={tokenizer_path}",
+                f"actor_rollout_ref.rollout.n={GROUP_SIZE}",
+                "reward.num_workers=2",
+                *overrides,
+            ],
+        )
+
+
+def make_batch(tokenizer, step: int, responses: list[str], targets: list[int]):
+    """A verl DataProto as the rollout hands it to the reward loop: left-padded prompts,
+    right-padded responses, one uid per group of GROUP_SIZE samples."""
+    import torch
+    from verl import DataProto
+
+    n = len(responses)
+    uids = [f"step{step}-group{i // GROUP_SIZE}" for i in range(n)]
+    prompts = [f"Write {t} characters:" for t in targets]
+    prompt_ids = [tokenizer.encode(p) for p in prompts]
+    response_ids = [tokenizer.encode(r) for r in responses]
+    p_len, r_len = max(map(len, prompt_ids)), max(map(len, response_ids))
+    pad = tokenizer.pad_token_id
+    prompt_t = torch.full((n, p_len), pad)
+    response_t = torch.full((n, r_len), pad)
+    mask = torch.zeros((n, p_len + r_len), dtype=torch.int64)
+    for i, (p, r) in enumerate(zip(prompt_ids, response_ids, strict=True)):
+        prompt_t[i, p_len - len(p) :] = torch.tensor(p)
+        response_t[i, : len(r)] = torch.tensor(r)
+        mask[i, p_len - len(p) : p_len + len(r)] = 1
+    return DataProto.from_dict(
+        tensors={
+            "prompts": prompt_t,
+            "responses": response_t,
+            "attention_mask": mask,
+            "input_ids": torch.cat([prompt_t, response_t], dim=1),
+            "response_mask": mask[:, p_len:],
+        },
+        non_tensors={
+            "uid": np.array(uids, dtype=object),
+            "data_source": np.array(["length"] * n, dtype=object),
+            "extra_info": np.array([{"target": t} for t in targets], dtype=object),
+        },
+    )
+
+
+def step_inputs(step: int):
+    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program and a
+    non-anchor group an invalid prediction, both chosen from verl_setup's anchor draw."""
+    import verl_setup
+
+    from wmrl_env.integrations.verl import anchor_draw
+
+    rng = np.random.default_rng(step)
+    targets, responses, anchors = [], [], []
+    for g in range(NUM_GROUPS):
+        target = int(rng.integers(5, 15))
+        anchor = anchor_draw(f"step{step}-group{g}", verl_setup.SEED) < verl_setup.ANCHOR_FRACTION
+        anchors.append(anchor)
+        for _ in range(GROUP_SIZE):
+            targets.append(target)
+            responses.append("x" * int(rng.integers(1, 20)))
+    first_anchor = anchors.index(True) if True in anchors else None
+    first_model = anchors.index(False) if False in anchors else None
+    if first_anchor is not None:
+        responses[first_anchor * GROUP_SIZE] = "crash" + responses[first_anchor * GROUP_SIZE]
+    if first_model is not None:
+        responses[first_model * GROUP_SIZE + 1] = "?" + responses[first_model * GROUP_SIZE + 1]
+    return responses, targets, np.repeat(anchors, GROUP_SIZE)
+
+
+def reference(uids, responses, targets, anchors, fusion: RewardFusion) -> np.ndarray:
+    """The advantages the fusion gives when fed the known truth directly, row by row."""
+    import verl_setup
+
+    wm = np.array([verl_setup.wm_score(r) for r in responses])
+    valid = np.isfinite(wm)
+    failed = anchors & np.array(["crash" in r for r in responses])
+    real = np.where(
+        anchors & ~failed,
+        [verl_setup.true_score(r, t) for r, t in zip(responses, targets, strict=True)],
+        np.nan,
+    )
+    included = valid | anchors
+    out = fusion.step(
+        uids[included],
+        np.where(valid, wm, np.nan)[included],
+        real[included],
+        failed=failed[included],
+        wm_valid=valid[included],
+        inclusion_probabilities=np.full(included.sum(), verl_setup.ANCHOR_FRACTION),
+    )
+    advantages = np.zeros(len(responses))
+    advantages[included] = out.advantages
+    return advantages
+
+
+def test_reward_loop_and_advantage_through_verl(tokenizer_path, ray_session, monkeypatch):
+    import torch
+    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+    from verl.utils import hf_tokenizer
+
+    monkeypatch.syspath_prepend(str(SETUP.parent))
+    import verl_setup
+
+    config = verl_config(tokenizer_path)
+    tokenizer = hf_tokenizer(tokenizer_path)
+    manager = RewardLoopManager(config)  # 2 reward workers: Ray actors loading verl_setup
+    assert manager.reward_manager_cls.__name__ == "LengthReward"
+    estimator = verl_setup.ESTIMATOR
+    expected_fusion = RewardFusion(**verl_setup.FUSION_KWARGS)
+    seen_anchor = seen_model = False
+    for step in range(3):
+        responses, targets, anchors = step_inputs(step)
+        seen_anchor |= anchors.any()
+        seen_model |= (~anchors).any()
+        batch = make_batch(tokenizer, step, responses, targets)
+        # verl's reward loop: padded and chunked over its 2 workers, a group split between them
+        rm = manager.compute_rm_score(batch)
+        assert list(rm.non_tensor_batch["wmrl_is_anchor"]) == anchors.tolist()
+        batch = batch.union(rm)
+        # the trainer reorders rows (balance_batch) before the advantage step
+        order = np.random.default_rng(100 + step).permutation(len(batch))
+        batch = batch.select_idxs(order)
+        batch.batch["token_level_scores"] = batch.batch["rm_scores"]
+        batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+        keys = [f"{u}_0_0" for u in batch.non_tensor_batch["uid"]]
+        out = compute_advantage_for_multi_trajectories(
+            batch,
+            batch_keys=keys,
+            adv_estimator=config.algorithm.adv_estimator,
+            num_repeat=GROUP_SIZE,
+            config=config.algorithm,
+        )
+        uids = batch.non_tensor_batch["uid"]
+        expected = reference(
+            uids,
+            [responses[i] for i in order],
+            [targets[i] for i in order],
+            anchors[order],
+            expected_fusion,
+        )
+        mask = out.batch["response_mask"]
+        advantages = out.batch["advantages"]
+        last = mask.sum(-1) - 1
+        np.testing.assert_allclose(
+            advantages[torch.arange(len(out)), last].numpy(), expected, rtol=1e-6, atol=1e-7
+        )
+        torch.testing.assert_close(advantages, advantages[:, :1].expand_as(advantages) * mask)
+        call = estimator.last_call
+        # groups whole: a group is all anchor or all world model; the crash is left out
+        for uid in np.unique(uids):
+            assert (
+                len({r.is_anchor for r, u in zip(call.records, uids, strict=True) if u == uid}) == 1
+            )
+        failed = np.array([r.failed for r in call.records])
+        assert failed.sum() == int(anchors.any())
+        assert (advantages[torch.as_tensor(failed)] == 0).all()
+        # an invalid prediction outside the anchors is left out (advantage 0), never scored
+        assert call.metrics["wmrl/n_left_out"] == int((~anchors).any())
+        assert (advantages[torch.as_tensor(~call.included)] == 0).all()
+        assert call.fusion.metrics["n_failed"] == failed.sum()
+        assert call.metrics["wmrl/ambiguous_rows"] == 0
+        for name in ("anchor_gap", "kappa", "hacking_alarm", "anchor_gap_trend"):
+            assert f"wmrl/{name}" in call.metrics
+    assert seen_anchor and seen_model
+    assert len(estimator.ledger) == 0  # every record was used
+
+
+def test_fused_advantages_reach_verls_policy_loss():
+    """verl's vanilla PPO loss, on policy (ratio 1), token-mean: d loss / d log_prob = -A/T."""
+    import torch
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    advantages = torch.tensor([0.7, -0.2, 0.0, 1.3])[:, None] * torch.ones(4, 5)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]])
+    advantages = advantages * mask
+    old = torch.zeros(4, 5)
+    log_prob = torch.zeros(4, 5, requires_grad=True)
+    config = OmegaConf.create(
+        {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "global_batch_info": {}}
+    )
+    loss, _ = get_policy_loss_fn("vanilla")(old, log_prob, advantages, mask, "token-mean", config)
+    loss.backward()
+    torch.testing.assert_close(log_prob.grad, -advantages * mask / mask.sum())
+
+
+def test_estimator_fails_loudly_without_its_records():
+    import torch
+
+    from wmrl_env.integrations.verl import FusedAdvantageEstimator, Ledger, SampleRecord
+
+    ledger = Ledger()
+    # gate off: with no anchor yet the evidence gate gives the world model weight 0
+    estimator = FusedAdvantageEstimator(RewardFusion(seed=0, wm_gate="off"), ledger)
+    rewards = torch.zeros(2, 3)
+    rewards[:, -1] = torch.tensor([0.25, 0.5])
+    mask = torch.ones(2, 3)
+    with pytest.raises(ValueError, match="index"):
+        estimator(rewards, mask, index=None)
+    with pytest.raises(LookupError, match="use_kl_in_reward"):
+        estimator(rewards, mask, index=np.array(["g", "g"], dtype=object))
+    ledger.put([SampleRecord("g", v, v, True, np.nan, False, False, 0.1) for v in (0.25, 0.5)])
+    advantages, _ = estimator(rewards, mask, index=np.array(["g", "g"], dtype=object))
+    assert advantages.shape == (2, 3) and (advantages[0] < 0).all() and (advantages[1] > 0).all()
+
+
+@pytest.mark.parametrize(("method", "ambiguous"), [("wmrl", 0), ("ppi", 2)])
+def test_rows_of_equal_reward_are_counted_when_their_advantages_could_differ(method, ambiguous):
+    import torch
+
+    from wmrl_env.integrations.verl import FusedAdvantageEstimator, Ledger, SampleRecord
+
+    ledger = Ledger()
+    estimator = FusedAdvantageEstimator(RewardFusion(method=method, seed=0), ledger)
+    # one anchor group: two rows share the real score 0.5 but not the world-model score
+    real, wm = [0.5, 0.5, 0.9, 0.1], [0.2, 0.7, 0.8, 0.1]
+    ledger.put(
+        [SampleRecord("a", r, s, True, r, False, True, 0.5) for r, s in zip(real, wm, strict=True)]
+    )
+    ledger.put([SampleRecord("b", s, s, True, np.nan, False, False, 0.5) for s in wm])
+    rewards = torch.zeros(8, 2)
+    rewards[:, -1] = torch.tensor(real + wm)
+    index = np.array(["a"] * 4 + ["b"] * 4, dtype=object)
+    estimator(rewards, torch.ones(8, 2), index=index)
+    assert estimator.last_call.metrics["wmrl/ambiguous_rows"] == ambiguous
+
+
+def test_default_metrics_log_warns_while_the_hacking_alarm_is_up(caplog):
+    from wmrl_env.integrations.verl.estimator import _log_metrics
+
+    with caplog.at_level("INFO", logger="wmrl_env.integrations.verl.estimator"):
+        _log_metrics({"wmrl/kappa": 1.5, "wmrl/hacking_alarm": 0.0})
+        _log_metrics({"wmrl/kappa": 1.5, "wmrl/hacking_alarm": 1.0})
+    assert [r.levelname for r in caplog.records] == ["INFO", "WARNING"]
+    assert "wmrl/kappa=1.5" in caplog.records[0].getMessage()

@@ -1,0 +1,169 @@
+"""The hand-over between verl's reward workers and its advantage step: one record per sample.
+
+verl scores samples one at a time in reward-loop workers (Ray actors, several per run) and
+computes advantages later, in the trainer, from the reward tensor and each sample's ``uid``
+only. The fusion needs more per sample (world-model score, real score, validity, failure,
+inclusion probability), so each worker files a :class:`SampleRecord` here and the advantage
+step takes the records of its batch's uids. :class:`Ledger` holds them in one process;
+:class:`RayLedger` is the same object behind a named Ray actor, shared by every process of a
+verl run.
+
+Example:
+    >>> ledger = Ledger()
+    >>> ledger.put([SampleRecord("g0", 0.5, 0.5, True, float("nan"), False, False, 0.1)])
+    >>> [r.wm_score for r in ledger.take(["g0"])["g0"]], len(ledger)
+    ([0.5], 0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmrl_env.utils.imports import require
+
+__all__ = ["Ledger", "RayLedger", "SampleRecord", "anchor_draw", "default_ledger"]
+
+DEFAULT_ACTOR_NAME = "wmrl_env_ledger"
+
+
+def anchor_draw(uid: str, seed: int) -> float:
+    """A uniform number in [0, 1) fixed by ``(seed, uid)``: the group is an anchor when it is
+    below the anchor fraction (Poisson sampling, inclusion probability = the fraction).
+
+    Every worker that sees a sample of the group draws the same number, so a group split
+    across workers is anchored whole.
+
+    >>> anchor_draw("g0", 0) == anchor_draw("g0", 0), 0 <= anchor_draw("g1", 0) < 1
+    (True, True)
+    """
+    digest = hashlib.blake2b(f"{seed}\x00{uid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """What the reward worker knew about one sample.
+
+    Attributes:
+        uid: verl's group id (``non_tensor_batch["uid"]``).
+        reward: the value handed to verl as ``reward_score`` (real score on executed
+            anchors, world-model score elsewhere, NaN for a failed execution or an invalid
+            prediction); the advantage step finds the record by ``(uid, float32(reward))``.
+        wm_score, wm_valid: the world model's answer.
+        real_score: NaN unless executed successfully.
+        failed: the execution failed (left out of the group's baseline, never scored 0).
+        is_anchor: the group was drawn for real execution.
+        inclusion_probability: the chance the group had to be drawn.
+    """
+
+    uid: str
+    reward: float
+    wm_score: float
+    wm_valid: bool
+    real_score: float
+    failed: bool
+    is_anchor: bool
+    inclusion_probability: float
+
+    @property
+    def key(self) -> str:
+        return reward_key(self.reward)
+
+    def interchangeable(self, other: SampleRecord, method: str) -> bool:
+        """Whether two records of one group with the same reward give their rows the same
+        fused advantage: always, except under ``ppi`` when the world-model scores differ.
+        (Swapping world-model scores between rows of equal real score leaves the multiset of
+        calibration pairs, and so the calibration, kappa and every other row, unchanged.)"""
+        fields = ("is_anchor", "failed", "wm_valid", "inclusion_probability")
+        if any(getattr(self, f) != getattr(other, f) for f in fields):
+            return False
+        if method != "ppi" or not self.wm_valid:
+            return True
+        return self.wm_score == other.wm_score
+
+
+def reward_key(value: float) -> str:
+    """The float32 value verl stores, as an exact text key (``"nan"`` for NaN)."""
+    value = float(np.float32(value))
+    return "nan" if math.isnan(value) else value.hex()
+
+
+class Ledger:
+    """Records by uid, oldest evicted first beyond ``max_records`` (validation rows and
+    samples verl drops are never taken)."""
+
+    def __init__(self, max_records: int = 1_000_000) -> None:
+        if max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got {max_records}")
+        self.max_records = max_records
+        self._by_uid: OrderedDict[str, list[SampleRecord]] = OrderedDict()
+        self._size = 0
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def put(self, records: Iterable[SampleRecord]) -> None:
+        for record in records:
+            self._by_uid.setdefault(record.uid, []).append(record)
+            self._size += 1
+        while self._size > self.max_records:
+            _, dropped = self._by_uid.popitem(last=False)
+            self._size -= len(dropped)
+            self.evicted += len(dropped)
+
+    async def aput(self, records: Iterable[SampleRecord]) -> None:
+        self.put(records)
+
+    def take(self, uids: Sequence[str]) -> dict[str, list[SampleRecord]]:
+        """Remove and return the records of ``uids`` (an absent uid maps to ``[]``)."""
+        taken = {}
+        for uid in dict.fromkeys(uids):
+            records = self._by_uid.pop(uid, [])
+            self._size -= len(records)
+            taken[uid] = records
+        return taken
+
+
+class RayLedger:
+    """A :class:`Ledger` in a named Ray actor, created by whichever process asks first."""
+
+    def __init__(self, name: str = DEFAULT_ACTOR_NAME) -> None:
+        ray = require("ray", "the verl integration's ledger")
+        self.name = name
+        self._actor = ray.remote(Ledger).options(name=name, get_if_exists=True, num_cpus=0).remote()
+        self._ray = ray
+
+    def put(self, records: Iterable[SampleRecord]) -> None:
+        self._ray.get(self._actor.put.remote(list(records)))
+
+    async def aput(self, records: Iterable[SampleRecord]) -> None:
+        """Filed once this returns (a reward worker awaits it inside its event loop)."""
+        await self._actor.put.remote(list(records))
+
+    def take(self, uids: Sequence[str]) -> dict[str, list[SampleRecord]]:
+        return self._ray.get(self._actor.take.remote(list(uids)))
+
+    def __len__(self) -> int:
+        return self._ray.get(self._actor.__len__.remote())
+
+
+_PROCESS_LEDGER = Ledger()
+
+
+def default_ledger() -> Ledger | RayLedger:
+    """The named Ray actor when Ray is running (every verl run), else this process's ledger."""
+    from wmrl_env.utils.imports import is_available
+
+    if is_available("ray"):
+        import ray
+
+        if ray.is_initialized():
+            return RayLedger()
+    return _PROCESS_LEDGER
