@@ -154,7 +154,7 @@ class RewardFusion:
         wm_gate: str = "evidence",
         gate_window: int = 16,
         gate_alpha: float = 0.05,
-        monitor_window: int = 12,
+        monitor_window: int = 16,
         monitor_alpha: float = 0.001,
         centre_groups: bool = True,
     ) -> None:
