@@ -91,7 +91,7 @@ class WorldModelGate:
             return
         slope = float(sxy.sum()) / total
         scores = sxy - slope * sxx  # per-cluster score of the least-squares equation
-        se = float(np.sqrt(k / (k - 1) * np.dot(scores, scores)) / total)
+        se = float(np.sqrt(k / (k - 1) * np.sum(scores**2)) / total)
         bound = slope - float(student_t.ppf(1.0 - self.alpha, k - 1)) * se
         self.estimate, self.standard_error = slope, se
         self.weight = float(np.clip(bound, 0.0, 1.0))

@@ -53,7 +53,7 @@ class GapMonitor:
         alpha: one-sided level of the test at each step.
     """
 
-    def __init__(self, window: int = 12, alpha: float = 0.001) -> None:
+    def __init__(self, window: int = 16, alpha: float = 0.001) -> None:
         if window < 3:
             raise ValueError(f"window must be >= 3, got {window}")
         if not 0.0 < alpha < 0.5:

@@ -9,9 +9,16 @@ denoising) and, for ``method="ppi"``, rectify its bias. Methods:
 ``wm``     raw world-model scores only
 ``debias`` real on anchors, calibrated world model elsewhere; equal weights
 ``denoise``real on anchors, raw world model elsewhere; kappa weights
-``wmrl``   real on anchors, calibrated world model elsewhere; kappa weights (default)
-``ppi``    prediction-powered rectified rewards, unbiased for any world-model bias
+``wmrl``   real on anchors, lam * calibrated world model elsewhere; kappa weights (default)
+``ppi``    prediction-powered rectified rewards, unbiased over the anchor draw for any
+           world-model bias
 =========  =====================================================================
+
+``lam``, the world model's weight, stays 0 until the anchors of earlier steps give clear
+evidence that the calibrated score predicts the real one (:class:`WorldModelGate`), so a
+useless world model costs nothing against GRPO on the anchor groups alone. Each step also
+feeds the reward-hacking monitor (:class:`GapMonitor`). A round is ``select_anchors`` ->
+(``force_anchors``) -> ``step``; the fusion is the one record of inclusion probabilities.
 
 Failed real executions are marked with ``failed`` (their real score is NaN): they leave the
 group baseline and get advantage 0. A world-model prediction marked invalid (``wm_valid``)
@@ -154,7 +161,7 @@ class RewardFusion:
         wm_gate: str = "evidence",
         gate_window: int = 16,
         gate_alpha: float = 0.05,
-        monitor_window: int = 12,
+        monitor_window: int = 16,
         monitor_alpha: float = 0.001,
         centre_groups: bool = True,
     ) -> None:

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ class AnchorRecord:
         ids = np.array(group_ids, copy=True)
         return cls(ids, drawn.copy(), pi.astype(np.float64), np.zeros(drawn.shape, dtype=bool))
 
-    @property
+    @cached_property
     def groups(self) -> GroupIndex:
         return GroupIndex.from_ids(self.group_ids)
 
@@ -79,7 +80,8 @@ class AnchorRecord:
         return other.shape == self.group_ids.shape and bool(np.all(other == self.group_ids))
 
     def state_dict(self) -> dict[str, Any]:
-        return {key: value.copy() for key, value in self.__dict__.items()}
+        fields = ("group_ids", "drawn", "pi", "forced")
+        return {key: getattr(self, key).copy() for key in fields}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> AnchorRecord:

@@ -9,9 +9,6 @@ policy learns to hack).
 
 Example:
     >>> import numpy as np
-
-from wmrl_env.fusion.calibration import fit_isotonic_sorted
-from wmrl_env.fusion.groups import GroupIndex
     >>> world = SyntheticWorld(num_groups=4, group_size=3)
     >>> batch = world.sample(np.random.default_rng(0), step=0)
     >>> batch.group_ids.tolist()
