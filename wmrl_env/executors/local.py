@@ -66,7 +66,7 @@ from wmrl_env.executors.workdir import (
     remove_tree,
 )
 
-__all__ = ["LocalSandbox", "SandboxUnavailableError"]
+__all__ = ["LocalSandbox", "SandboxUnavailableError", "is_weak"]
 
 _TOKEN_VARIABLE = "WMRL_SANDBOX_TOKEN"
 _ROOT_PREFIX = "wmrl-sandbox-"
@@ -99,6 +99,11 @@ class LocalSandbox(PooledSandbox):
         isolation: ``"auto"`` (the best that works, with a one-time warning when it is not
             ``bwrap``), or one of ``"bwrap"``, ``"unshare"``, ``"rlimits"`` (required: an
             error when it does not work here).
+        allow_weak_isolation: the sandbox fails closed: it refuses (``SandboxUnavailableError``
+            naming the fix) to start when the only isolation that works leaves the host's
+            file system visible or runs jobs as root (:func:`is_weak`), unless this is True.
+            Then it is fit for trusted programs only; every result says
+            ``metadata["weak_isolation"]``.
         python: the interpreter that runs jobs (default: this one, ``sys.executable``); its
             packages (numpy, pandas, scikit-learn, ...) are what jobs can import.
         max_workers: jobs run at once (default: the CPUs this process may use).
@@ -127,6 +132,7 @@ class LocalSandbox(PooledSandbox):
         python: str | None = None,
         max_workers: int | None = None,
         env: Mapping[str, str] | None = None,
+        allow_weak_isolation: bool = False,
         warm: bool = False,
         preload: Sequence[str] = DEFAULT_PRELOAD,
     ) -> None:
@@ -140,7 +146,10 @@ class LocalSandbox(PooledSandbox):
             max_file_mb=max_file_mb,
         )
         self.interpreter = Interpreter.inspect(python or sys.executable)
-        self.isolation, self.dedicated_uid = _choose_isolation(isolation, self.interpreter)
+        self.isolation, self.dedicated_uid = _choose_isolation(
+            isolation, self.interpreter, allow_weak_isolation
+        )
+        self.allow_weak_isolation = allow_weak_isolation
         self._env = dict(env or {})
         self._token = uuid.uuid4().hex
         remove_stale_temp_dirs(_ROOT_PREFIX)  # work directories of killed owners
@@ -179,6 +188,8 @@ class LocalSandbox(PooledSandbox):
             **self.isolation.metadata(),
             "uid": "dedicated" if self.dedicated_uid else "caller",
             "process_limit": process_limit,
+            "weak_isolation": is_weak(self.isolation, self.dedicated_uid),
+            "allow_weak_isolation": self.allow_weak_isolation,
             "warm": self.warm,
         }
 
@@ -499,23 +510,63 @@ def _probe(level: Isolation, interpreter: Interpreter, dedicated_uid: bool) -> s
     return f"{message or status}: {outcome.stderr.text().strip()[-500:]}"
 
 
-def _choose_isolation(requested: str, interpreter: Interpreter) -> tuple[Isolation, bool]:
-    """The isolation level (and whether jobs get a dedicated uid) that works here."""
+def is_weak(level: Isolation, dedicated_uid: bool) -> bool:
+    """True when jobs would see the host's file system (and the datasets and answers on it),
+    or run as root (no process limit, root's files in reach): fit for trusted programs only.
+
+    >>> from wmrl_env.executors.isolation import LEVELS
+    >>> [is_weak(level, dedicated_uid=True) for level in LEVELS]
+    [False, True, True]
+    """
+    as_root_without_own_uid = os.geteuid() == 0 and not dedicated_uid
+    return level.filesystem != "private" or as_root_without_own_uid
+
+
+def _choose_isolation(
+    requested: str, interpreter: Interpreter, allow_weak: bool
+) -> tuple[Isolation, bool]:
+    """The isolation level (and whether jobs get a dedicated uid) that works here; a weak
+    one (:func:`is_weak`) only when ``allow_weak``."""
     names = [level.name for level in LEVELS]
     if requested != "auto" and requested not in names:
         raise ValueError(f"isolation must be 'auto' or one of {names}, got {requested!r}")
     candidates = [level for level in LEVELS if requested in ("auto", level.name)]
     problems = []
     as_root = os.geteuid() == 0
+    refused = False
     for level in candidates:
         for dedicated_uid in (True, False) if as_root else (False,):
+            name = f"{level.name}{' (dedicated uid)' if dedicated_uid else ''}"
+            if is_weak(level, dedicated_uid) and not allow_weak:
+                refused = True
+                continue
             problem = _probe(level, interpreter, dedicated_uid)
             if problem is None:
                 _warn_once(level, dedicated_uid, as_root, problems)
                 return level, dedicated_uid
-            problems.append(f"{level.name}{' (dedicated uid)' if dedicated_uid else ''}: {problem}")
+            problems.append(f"{name}: {problem}")
+    if refused:
+        raise SandboxUnavailableError(_refusal(requested, problems, as_root))
     raise SandboxUnavailableError(
         f"no isolation level {requested!r} works here:\n  " + "\n  ".join(problems)
+    )
+
+
+def _refusal(requested: str, problems: list[str], as_root: bool) -> str:
+    why = "\n  ".join(problems) or f"isolation={requested!r} was requested"
+    fixes = ["install bubblewrap (`apt-get install bubblewrap`)"]
+    if as_root:
+        fixes.append(
+            "or run as a non-root user (as root, jobs need their own uid, which must be able "
+            "to execute the interpreter: a Python under /root is out of its reach)"
+        )
+    return (
+        "LocalSandbox refuses to run untrusted programs here: the only isolation that works "
+        "would leave the host's file system visible (datasets, answers) and writable where "
+        "the job's uid may write, or run jobs as root without a process limit.\n"
+        f"Why the full sandbox does not work:\n  {why}\n"
+        f"Fix: {', '.join(fixes)}. To run only programs you trust under resource limits, pass "
+        "allow_weak_isolation=True (every result then says metadata['weak_isolation'])."
     )
 
 
@@ -536,7 +587,9 @@ def _warn_once(level: Isolation, dedicated_uid: bool, as_root: bool, problems: l
         _WARNED.add(key)
         reasons = "; ".join(problems) if problems else "requested"
         warnings.warn(
-            "LocalSandbox: " + "; ".join(weaker) + f" (why: {reasons})",
+            "LocalSandbox: allow_weak_isolation=True: fit for trusted programs only: "
+            + "; ".join(weaker)
+            + f" (why: {reasons})",
             RuntimeWarning,
             stacklevel=4,
         )
