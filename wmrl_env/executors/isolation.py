@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wmrl_env.executors.hidden_data import hidden_data_paths
+
 __all__ = ["LEVELS", "Interpreter", "Isolation", "JobCommand", "warm_server_argv"]
 
 JOB_DIR_IN_BWRAP = "/job"
@@ -226,7 +228,26 @@ def _bwrap_root(interpreter: Interpreter, *, pid_namespace: bool) -> list[str]:
     for path in _ETC_FILES + tuple(str(p) for p in sorted(Path("/etc").glob("python3*"))):
         args += _ro_bind_with_parents(path, made) if os.path.exists(path) else []
     for prefix in interpreter.prefixes:
-        if not any(prefix == b or prefix.startswith(b + "/") for b in bound):
+        if not _below(prefix, bound):
             args += _ro_bind_with_parents(prefix, made)
             bound.append(prefix)
+    args += _hide_datasets(interpreter, bound)
     return [*args, "--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--dir", "/tmp"]
+
+
+def _below(path: str, roots: list[str]) -> bool:
+    return any(path == root or path.startswith(root + "/") for root in roots)
+
+
+def _hide_datasets(interpreter: Interpreter, bound: list[str]) -> list[str]:
+    """Cover the packages' dataset files (:mod:`~wmrl_env.executors.hidden_data`) inside the
+    bound directories: an empty read-only tmpfs over a directory, /dev/null over a file."""
+    args: list[str] = []
+    for path in hidden_data_paths(interpreter.executable):
+        if not _below(path, bound):
+            continue  # not in the sandbox at all
+        if os.path.isdir(path):
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    return args

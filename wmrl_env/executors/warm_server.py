@@ -148,8 +148,11 @@ def _run_main(path: str) -> int:
             threading._shutdown()  # wait for non-daemon threads, as interpreter exit does
     except SystemExit as stop:
         code = _system_exit_code(stop.code)
-    except BaseException:  # print it as the interpreter would
-        traceback.print_exc()
+    except BaseException as error:  # print it as the interpreter would, from main.py on
+        trace = error.__traceback__
+        while trace is not None and trace.tb_frame.f_code.co_filename != path:
+            trace = trace.tb_next
+        traceback.print_exception(type(error), error, trace or error.__traceback__)
         code = 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
