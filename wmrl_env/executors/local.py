@@ -55,7 +55,7 @@ from wmrl_env.executors.processes import (
     parent_pid,
     pids_where,
 )
-from wmrl_env.executors.warm import DEFAULT_PRELOAD, WarmServer, WarmServerError
+from wmrl_env.executors.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, WarmServerError
 from wmrl_env.executors.workdir import (
     check_inputs,
     collect_outputs,
@@ -287,7 +287,11 @@ def _execute(
         copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
         _prepare(workdir, job.program, inputs, copy=copy, uid=uid)
         max_processes = limits.max_processes
-        if uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all of the user's tasks
+        if uid is None and os.geteuid() != 0 and server is not None:
+            # inside the server's user namespace RLIMIT_NPROC counts that namespace's tasks:
+            # the server and the job's two forks before the program
+            max_processes += WARM_TASKS
+        elif uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all the user's tasks
             max_processes += count_tasks(os.getuid())
         command = JobCommand(
             interpreter=interpreter,

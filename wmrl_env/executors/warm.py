@@ -36,7 +36,7 @@ from wmrl_env.executors.isolation import Interpreter, warm_server_argv
 from wmrl_env.executors.outcome import ProcessOutcome
 from wmrl_env.executors.processes import children, kill_until_gone, running
 
-__all__ = ["DEFAULT_PRELOAD", "WarmServer", "WarmServerError"]
+__all__ = ["DEFAULT_PRELOAD", "WARM_TASKS", "WarmServer", "WarmServerError"]
 
 # what the ML task programs import; a module that is not installed is skipped (and reported)
 DEFAULT_PRELOAD = (
@@ -55,6 +55,7 @@ DEFAULT_PRELOAD = (
     "sklearn.model_selection",
     "sklearn.metrics",
 )
+WARM_TASKS = 3  # the server, and the job's fork and PID 1 before the program
 _READY_TIMEOUT_S = 300.0  # importing scikit-learn takes seconds, more on a loaded machine
 _STATUS_GRACE_S = 10.0  # after a kill, how long the server may take to report the status
 _DRAIN_SECONDS = 2.0

@@ -7,7 +7,7 @@ runs user code itself. Per job it forks a chain that applies, from scratch, what
 gets from bubblewrap and ``prlimit``:
 
 - ``job`` (forked from the server): new mount, PID and IPC namespaces; the job's own work
-  directory bound at ``/job``; every other job's directory (``/jobs``) unmounted;
+  directory bound at ``/job``; every other job's directory (``/jobs``) covered;
 - ``init`` (PID 1 of the new namespace): mounts the namespace's ``/proc``, starts the
   program, exits with its status; the kernel then kills every process left in the namespace;
 - ``program``: resource limits, a new session, the job's uid (all capabilities dropped, no
@@ -37,9 +37,8 @@ import sys
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 JOB_DIR, JOBS_DIR = "/job", "/jobs"
@@ -192,7 +191,9 @@ def _job(request: dict, streams: list[int], control: socket.socket) -> None:
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount(f"{JOBS_DIR}/{request['dir']}", JOB_DIR, None, MS_BIND | MS_REC)
-        _check(_libc.umount2(JOBS_DIR.encode(), MNT_DETACH), "umount /jobs")
+        # an empty read-only tmpfs over the other jobs' directories (unmounting /jobs is not
+        # allowed in a user namespace: the mount is locked)
+        _mount("tmpfs", JOBS_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
         init = os.fork()
         if init == 0:
             control.close()
