@@ -3,6 +3,7 @@
     python benchmarks/bench_executors.py overhead   [--backends local,docker,ray] [--repeats 20]
     python benchmarks/bench_executors.py throughput [--backends local,docker,ray] [--jobs 64]
     python benchmarks/bench_executors.py warm       [--backends local,local-warm] [--repeats 20]
+    python benchmarks/bench_executors.py covers     [--repeats 20]
 
 ``overhead``: a trivial job (``pass``) run alone, start (``submit``) to result, ``repeats``
 times after one warm-up; next to it, the bare cost of starting the same Python without any
@@ -19,6 +20,9 @@ the warm pool (``local-warm``), in one run. A job's overhead is its start-to-res
 minus the time of the work itself: for the trivial job a bare ``python main.py`` start (as in
 ``overhead``), for the ML job the program alone, run in a Python that has already imported
 numpy and scikit-learn (the import is part of the overhead a warm pool removes).
+
+``covers``: what covering the packages' dataset files costs a cold local job: trivial jobs
+with all covers, only the directories, only the files, or none, interleaved in one run.
 
 All print a Markdown table and write JSON under ``--out``. Report the machine's load with
 the figures: on a shared machine they move with it.
@@ -194,6 +198,34 @@ def warm_overhead(backend: str, repeats: int) -> dict:
     }
 
 
+def covers_cost(repeats: int) -> dict:
+    """Median trivial cold job with each subset of the dataset covers (interleaved)."""
+    from wmrl_env.executors import isolation
+
+    every = isolation.hidden_data_paths(sys.executable)
+    directories = tuple(p for p in every if os.path.isdir(p))
+    subsets = {
+        "all": every,
+        "directories": directories,
+        "files": tuple(p for p in every if p not in directories),
+        "none": (),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in subsets}
+    real = isolation.hidden_data_paths
+    try:
+        with make("local", timeout_s=60) as executor:
+            run_one(executor, Job(TRIVIAL))
+            for _ in range(repeats):
+                for name, paths in subsets.items():
+                    isolation.hidden_data_paths = lambda executable, paths=paths: paths
+                    seconds[name].append(run_one(executor, Job(TRIVIAL)))
+    finally:
+        isolation.hidden_data_paths = real
+    row: dict = {"covers": len(every), "directories": len(directories), "repeats": repeats}
+    row.update({f"{name}_median_s": statistics.median(v) for name, v in seconds.items()})
+    return row
+
+
 def throughput(backend: str, jobs: int) -> dict:
     t1 = statistics.median(bare_seconds("local", ML_JOB.replace("SEED", "0"), 5))
     with make(backend, timeout_s=300) as executor:
@@ -229,7 +261,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["overhead", "throughput", "warm"])
+    parser.add_argument("what", choices=["overhead", "throughput", "warm", "covers"])
     parser.add_argument("--backends", default="local,docker,ray")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=64)
@@ -237,11 +269,13 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     rows = []
-    for backend in args.backends.split(","):
+    for backend in args.backends.split(",") if args.what != "covers" else ["local"]:
         if args.what == "overhead":
             rows.append(overhead(backend, args.repeats))
         elif args.what == "warm":
             rows.append(warm_overhead(backend, args.repeats))
+        elif args.what == "covers":
+            rows.append(covers_cost(args.repeats))
         else:
             rows.append(throughput(backend, args.jobs))
         print(markdown(rows[-1:]), flush=True)
