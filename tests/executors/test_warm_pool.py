@@ -48,7 +48,6 @@ def test_ml_task_scores_are_bit_identical_to_cold_jobs(warm, tmp_path) -> None:
         assert warm_result.outputs == cold_result.outputs  # the predictions, byte for byte
         assert warm_result.score == cold_result.score
         assert warm_result.metadata["warm"] and not cold_result.metadata["warm"]
-    assert min(r.wall_seconds for r in warm_results) < min(r.wall_seconds for r in cold_results)
 
 
 def test_a_job_sees_no_trace_of_the_job_before(tmp_path) -> None:
