@@ -29,3 +29,17 @@ if "$venv/bin/python" -c "import robosuite" 2>/dev/null \
     echo "==> robosuite pulled NumPy below 2 (mink's pin): reinstalling NumPy 2 in $venv"
     "${pip[@]}" "numpy>=2,<3"
 fi
+
+# The local sandbox refuses untrusted programs without bubblewrap (it fails closed): install
+# it where we can (root with apt-get), else say how.
+if ! command -v bwrap >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "==> apt-get install bubblewrap (the local sandbox's isolation)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
+    else
+        echo "==> bubblewrap is not installed: the local sandbox refuses untrusted programs." >&2
+        echo "    Install it (sudo apt-get install bubblewrap); until then only the task suite's" >&2
+        echo "    own programs run, under resource limits, where WMRL_ALLOW_WEAK_ISOLATION=1." >&2
+    fi
+fi

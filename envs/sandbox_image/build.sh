@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the DockerSandbox image without an image registry: mmdebstrap a minimal Debian
 # bookworm with the packages in packages.txt (Python, numpy, pandas, scikit-learn) from a
-# Debian mirror, then `docker import` it. The tag is a hash of this recipe (this file and
-# packages.txt): a second build finds the image and returns at once.
+# Debian mirror, deletes the datasets the packages ship (hide-datasets.sh), then `docker
+# import`s it. The tag is a hash of this recipe (this file, packages.txt and
+# hide-datasets.sh): a second build finds the image and returns at once.
 #
 #   bash envs/sandbox_image/build.sh              # build or reuse; prints the tag last
 #   bash envs/sandbox_image/build.sh --print-tag  # print the tag only
@@ -13,7 +14,7 @@
 #   WMRL_DEB_CACHE      a directory that keeps the downloaded .debs for the next build
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-tag="wmrl-sandbox:$(cat "$here/build.sh" "$here/packages.txt" | sha256sum | cut -c1-12)"
+tag="wmrl-sandbox:$(cat "$here/build.sh" "$here/packages.txt" "$here/hide-datasets.sh" | sha256sum | cut -c1-12)"
 mirror="${WMRL_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 case "${1:-}" in
@@ -65,6 +66,7 @@ fi
 packages="$(grep -v '^\s*\(#\|$\)' "$here/packages.txt" | paste -sd, -)"
 echo "==> mmdebstrap bookworm ($packages) from $mirror" >&2
 mmdebstrap --variant=essential --include="$packages" "${cache[@]}" \
+    --customize-hook="sh '$here/hide-datasets.sh' \"\$1\"" \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     bookworm "$work/root.tar" "deb $mirror bookworm main" "deb [trusted=yes] copy://$work/repo ./" >&2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import socket
 import warnings
 
@@ -125,10 +126,10 @@ def test_auto_fallback_warns_once(monkeypatch) -> None:
     monkeypatch.setattr(local_module, "LEVELS", isolation_module.LEVELS[1:])
     monkeypatch.setattr(local_module, "_WARNED", set())
     with pytest.warns(RuntimeWarning, match="install bubblewrap"):
-        first = LocalSandbox(timeout_s=10)
+        first = LocalSandbox(timeout_s=10, allow_weak_isolation=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        second = LocalSandbox(timeout_s=10)
+        second = LocalSandbox(timeout_s=10, allow_weak_isolation=True)
     assert first.metadata["isolation"] == second.metadata["isolation"] == "unshare"
     first.close()
     second.close()
@@ -145,7 +146,7 @@ def test_weaker_levels_say_what_they_do_not_isolate(level, network, filesystem) 
     program = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = LocalSandbox(timeout_s=20, isolation=level)
+        sandbox = LocalSandbox(timeout_s=20, isolation=level, allow_weak_isolation=True)
     with sandbox, server:
         [result] = sandbox.run([Job(program)])
     assert result.metadata["isolation"] == level
@@ -164,7 +165,7 @@ def test_weaker_levels_still_kill_the_whole_process_tree(level, marker) -> None:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = LocalSandbox(timeout_s=2, isolation=level)
+        sandbox = LocalSandbox(timeout_s=2, isolation=level, allow_weak_isolation=True)
     with sandbox:
         left_behind, timed_out = sandbox.run(
             [Job(marked(background, marker)), Job(marked(background + "time.sleep(60)\n", marker))]
@@ -172,3 +173,65 @@ def test_weaker_levels_still_kill_the_whole_process_tree(level, marker) -> None:
     assert left_behind.ok, left_behind
     assert timed_out.status is ExecStatus.TIMEOUT
     assert_no_process_with(marker, grace_s=0.5)
+
+
+def test_without_bubblewrap_untrusted_programs_are_refused(monkeypatch) -> None:
+    monkeypatch.setattr(local_module, "LEVELS", isolation_module.LEVELS[1:])  # no bwrap here
+    with pytest.raises(SandboxUnavailableError) as refusal:
+        LocalSandbox(timeout_s=10)
+    message = str(refusal.value)
+    assert "refuses to run untrusted programs" in message
+    assert "apt-get install bubblewrap" in message and "allow_weak_isolation=True" in message
+    with pytest.raises(SandboxUnavailableError, match="refuses"):
+        LocalSandbox(timeout_s=10, isolation="rlimits")  # naming a weak level is no opt-in
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="jobs run as root only when the sandbox does")
+def test_as_root_without_an_own_uid_untrusted_programs_are_refused(monkeypatch) -> None:
+    # the machine: the dedicated uid cannot execute a Python that lives under /root
+    real_probe = local_module._probe
+
+    def probe(level, interpreter, dedicated_uid):
+        if dedicated_uid:
+            return "exit status 126: permission denied: the interpreter"
+        return real_probe(level, interpreter, dedicated_uid)
+
+    monkeypatch.setattr(local_module, "_probe", probe)
+    with pytest.raises(SandboxUnavailableError) as refusal:
+        LocalSandbox(timeout_s=10)
+    assert "run as a non-root user" in str(refusal.value)
+    assert "permission denied" in str(refusal.value)
+
+
+def test_the_opt_in_runs_trusted_programs_and_every_result_says_so(monkeypatch) -> None:
+    monkeypatch.setattr(local_module, "LEVELS", isolation_module.LEVELS[1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sandbox = LocalSandbox(timeout_s=20, allow_weak_isolation=True)
+    with sandbox:
+        [result] = sandbox.run([Job("print('trusted')")])
+    assert result.ok and result.stdout == "trusted\n", result
+    assert result.metadata["weak_isolation"] is True
+    assert result.metadata["allow_weak_isolation"] is True
+    assert result.metadata["filesystem"] == "host"
+
+
+def test_the_full_sandbox_is_not_weak(sandbox) -> None:
+    [result] = sandbox.run([Job("pass")])
+    assert result.metadata["weak_isolation"] is False
+    assert result.metadata["allow_weak_isolation"] is False
+
+
+def test_the_task_suite_sandbox_opts_in_only_when_told(monkeypatch) -> None:
+    from wmrl_env.envs.ml_tasks.sandbox import ALLOW_WEAK_VARIABLE, default_sandbox
+
+    monkeypatch.setattr(local_module, "LEVELS", isolation_module.LEVELS[1:])
+    monkeypatch.delenv(ALLOW_WEAK_VARIABLE, raising=False)
+    with pytest.raises(SandboxUnavailableError, match="refuses"):
+        default_sandbox(max_workers=1)
+    monkeypatch.setenv(ALLOW_WEAK_VARIABLE, "1")  # what scripts/bench.sh sets
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sandbox = default_sandbox(max_workers=1)
+    with sandbox:
+        assert sandbox.metadata["weak_isolation"] is True

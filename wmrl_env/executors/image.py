@@ -23,7 +23,7 @@ from pathlib import Path
 __all__ = ["RECIPE_FILES", "build_image", "default_image", "recipe_dir"]
 
 REPOSITORY = "wmrl-sandbox"
-RECIPE_FILES = ("build.sh", "packages.txt")  # what the tag hashes, in this order
+RECIPE_FILES = ("build.sh", "packages.txt", "hide-datasets.sh")  # what the tag hashes, in order
 
 
 def recipe_dir() -> Path:
