@@ -4,8 +4,9 @@ The agent sees the description and ``inputs/train.csv`` (``MLTask.X_train`` / ``
 exactly that file's content). :func:`task_features` turns them into a fixed-length vector
 (:data:`TASK_FEATURE_NAMES`): size, kind, classes and their balance, missingness, skew,
 negative values (``log1p`` fails on them), categorical-looking columns, and cheap landmarks:
-3-fold cross-validated scores of a 1-nearest-neighbour, a depth-1 stump and a linear model on
-a subsample of at most 400 rows. Test labels are never read. Results are cached per task.
+3-fold cross-validated scores of a 1-nearest-neighbour, a depth-1 stump, a linear model, a
+15-nearest-neighbour, a small random forest and an RBF SVM on a subsample of at most 400 rows.
+Test labels are never read. Results are cached per task.
 
 Landmark scores are on one scale for every kind: accuracy above the majority share
 (classification) or R^2 clipped to [-1, 1] (regression).
@@ -66,6 +67,9 @@ TASK_FEATURE_NAMES: tuple[str, ...] = (
     "landmark_1nn",
     "landmark_stump",
     "landmark_linear",
+    "landmark_knn",
+    "landmark_forest",
+    "landmark_svm",
     "landmark_linear_minus_1nn",
 )
 _INDEX = {name: i for i, name in enumerate(TASK_FEATURE_NAMES)}
@@ -235,13 +239,15 @@ def _categorical(column: np.ndarray) -> bool:
 
 
 def _landmarks(X: np.ndarray, y: np.ndarray, kind: str) -> dict[str, float]:
-    """3-fold CV scores of 1-NN, a stump and a linear model on a seeded subsample."""
+    """3-fold CV scores of the landmark models on a seeded subsample."""
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score
     from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC, SVR
     from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
     rng = np.random.default_rng(LANDMARK_SEED)
@@ -250,7 +256,14 @@ def _landmarks(X: np.ndarray, y: np.ndarray, kind: str) -> dict[str, float]:
         X, y = X[keep], y[keep]
     X = np.where(np.isfinite(X), X, np.nan)
     X = X[:, ~np.isnan(X).all(axis=0)] if X.shape[1] else X
-    names = ("landmark_1nn", "landmark_stump", "landmark_linear")
+    names = (
+        "landmark_1nn",
+        "landmark_stump",
+        "landmark_linear",
+        "landmark_knn",
+        "landmark_forest",
+        "landmark_svm",
+    )
     if X.shape[1] == 0:
         return dict.fromkeys(names, 0.0)
     classify = kind != "regression"
@@ -263,6 +276,9 @@ def _landmarks(X: np.ndarray, y: np.ndarray, kind: str) -> dict[str, float]:
             KNeighborsClassifier(1),
             DecisionTreeClassifier(max_depth=1, random_state=0),
             LogisticRegression(C=1.0, max_iter=300),
+            KNeighborsClassifier(15),
+            RandomForestClassifier(n_estimators=30, max_depth=8, random_state=0),
+            SVC(C=1.0),
         )
         offset, scoring = counts.max() / counts.sum(), "accuracy"
     else:
@@ -271,6 +287,9 @@ def _landmarks(X: np.ndarray, y: np.ndarray, kind: str) -> dict[str, float]:
             KNeighborsRegressor(1),
             DecisionTreeRegressor(max_depth=1, random_state=0),
             Ridge(alpha=1.0),
+            KNeighborsRegressor(15),
+            RandomForestRegressor(n_estimators=30, max_depth=8, random_state=0),
+            SVR(C=1.0),
         )
         offset, scoring = 0.0, "r2"
     out = {}

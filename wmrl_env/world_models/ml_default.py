@@ -59,15 +59,15 @@ def pretraining_tasks(split: str = "wm") -> tuple[str, ...]:
 
 
 def table_training_pairs(tasks: Sequence[str]) -> tuple[list[str], list[str], np.ndarray]:
-    """(description, program, score) of every committed table row of ``tasks``; a failed
-    execution scores 0, the reward the environment gives it."""
+    """(description, program, score) of every committed table row of ``tasks`` (tasks the
+    table lacks are left out); a failed execution scores 0, the reward the environment
+    gives it."""
     from wmrl_env.envs.ml_tasks import get_task, load_table
 
     wanted = set(tasks)
     rows = [row for row in load_table().rows if row.task_id in wanted]
-    missing = wanted - {row.task_id for row in rows}
-    if missing:
-        raise ValueError(f"the execution table has no rows for tasks {sorted(missing)}")
+    if len({row.task_id for row in rows}) < 2:
+        raise ValueError(f"the execution table has rows for fewer than 2 of {len(wanted)} tasks")
     descriptions = [get_task(row.task_id).description for row in rows]
     programs = [row.program() for row in rows]
     scores = np.array([row.score if row.status == "ok" else 0.0 for row in rows])

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import zlib
 from collections import OrderedDict
@@ -136,6 +137,7 @@ def _called_name(node: ast.Call) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=4096)
 def _family(name: str) -> str | None:
     for family, prefixes in FAMILIES.items():
         if any(name.startswith(prefix) for prefix in prefixes):
@@ -177,12 +179,13 @@ def program_features(program: str) -> np.ndarray | None:
 
     estimators: list[tuple[str, ast.Call]] = []
     order: list[str] = []  # preprocessing steps in source order
-    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
-    strings = {s for s in strings if isinstance(s, str)}
-    calls = sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
-        key=lambda n: (n.lineno, n.col_offset),
-    )
+    strings, calls = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+    calls.sort(key=lambda n: (n.lineno, n.col_offset))
     for call in calls:
         name = _called_name(call)
         family = _family(name)

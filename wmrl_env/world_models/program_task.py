@@ -123,7 +123,7 @@ class ProgramTaskWorldModel:
         self.shape_weight = 0.0
         self._spread: Any = None  # predicts |out-of-task residual|: where the model errs
         self._spread_floor = 0.0
-        self._width = len(PROGRAM_FEATURE_NAMES) + len(self.task_feature_names) + 10
+        self._width = len(PROGRAM_FEATURE_NAMES) + len(self.task_feature_names) + _N_INTERACTIONS
         self._program_mean = np.zeros(len(PROGRAM_FEATURE_NAMES))
         self._program_scale = np.ones(len(PROGRAM_FEATURE_NAMES))
         self.prior: ResidualPrior | None = None
@@ -163,17 +163,22 @@ class ProgramTaskWorldModel:
         family = max(
             ("linear", "knn", "tree", "forest", "boosting", "svm"), key=lambda f: p(f"family_{f}")
         )
-        landmark = {
+        landmarks = {
             "linear": t("landmark_linear"),
-            "svm": max(t("landmark_linear"), t("landmark_1nn")),
-            "knn": t("landmark_1nn"),
+            "svm": t("landmark_svm"),
+            "knn": t("landmark_knn"),
             "tree": t("landmark_stump"),
-        }.get(family, _nan_max(t("landmark_linear"), t("landmark_1nn"), t("landmark_stump")))
+            "forest": t("landmark_forest"),
+            "boosting": t("landmark_forest"),
+        }
+        landmark = landmarks[family] if p(f"family_{family}") > 0 else np.nan
+        best = _nan_max(*landmarks.values())
         nan_tolerant = p("family_boosting") > 0 and p("family_unknown") == 0
         classify = 1.0 - t("kind_regression") if not np.isnan(t("kind_regression")) else np.nan
         return np.array(
             [
                 landmark,
+                landmark - best,
                 p("log1p") * t("negative_columns_share"),
                 p("log1p_before_impute") * t("negative_columns_share"),
                 (1.0 - p("imputes")) * (not nan_tolerant) * t("missing_share"),
@@ -510,6 +515,9 @@ class ProgramTaskWorldModel:
         model.shape_weight = state["shape_weight"]
         model._spread, model._spread_floor = state["spread"], state["spread_floor"]
         return model
+
+
+_N_INTERACTIONS = 11
 
 
 def _nan_max(*values: float) -> float:

@@ -38,30 +38,55 @@ __all__ = ["ResidualPrior", "TaskPosterior", "fit_residual_prior"]
 @dataclass(frozen=True)
 class ResidualPrior:
     """Variances of the residual's task-wide part (``bias``), its program-dependent part
-    (``signal``) and independent noise (``noise``); ``weights`` are the inverse RBF length
-    scales of each input column (units of ``sqrt(dimensions)`` standardised features)."""
+    and independent noise (``noise``). The program-dependent part is one RBF over every
+    column (variance ``signal``) plus, per block of columns, an RBF over that block alone
+    (variances ``block_signal``; an additive effect, e.g. "on this task k-NN is better than
+    predicted", whatever the preprocessing). ``weights`` are the inverse length scales of
+    the columns (units of ``sqrt(columns)`` standardised features); ``blocks`` the block id
+    of each column."""
 
     bias: float
     signal: float
     noise: float
     weights: np.ndarray
+    blocks: np.ndarray | None = None
+    block_signal: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         weights = np.asarray(self.weights, dtype=np.float64)
-        if min(self.bias, self.signal) < 0 or self.noise <= 0 or (weights < 0).any():
+        blocks = np.zeros(len(weights), dtype=int) if self.blocks is None else self.blocks
+        blocks = np.asarray(blocks, dtype=int)
+        n_blocks = int(blocks.max()) + 1 if len(blocks) else 0
+        block_signal = np.zeros(n_blocks) if self.block_signal is None else self.block_signal
+        block_signal = np.asarray(block_signal, dtype=np.float64)
+        if (
+            min(self.bias, self.signal) < 0
+            or self.noise <= 0
+            or (weights < 0).any()
+            or (block_signal < 0).any()
+            or blocks.shape != weights.shape
+            or block_signal.shape != (n_blocks,)
+        ):
             raise ValueError(f"invalid residual prior {self}")
         object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "blocks", blocks)
+        object.__setattr__(self, "block_signal", block_signal)
 
     @property
     def total(self) -> float:
         """The prior predictive variance of one residual."""
-        return self.bias + self.signal + self.noise
+        return self.bias + self.signal + float(self.block_signal.sum()) + self.noise
 
     def kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        scale = 2.0 * a.shape[1]
         a, b = a * self.weights, b * self.weights
-        distances = (a**2).sum(1)[:, None] + (b**2).sum(1)[None, :] - 2.0 * a @ b.T
-        return self.bias + self.signal * np.exp(-np.maximum(distances, 0.0) / scale)
+        squared = (a[:, None, :] - b[None, :, :]) ** 2
+        out = self.bias + self.signal * np.exp(-squared.sum(2) / (2.0 * a.shape[1]))
+        for block, variance in enumerate(self.block_signal):
+            if variance > 0:
+                columns = self.blocks == block
+                distance = squared[:, :, columns].sum(2) / (2.0 * columns.sum())
+                out = out + variance * np.exp(-distance)
+        return out
 
     def log_likelihood(self, x: np.ndarray, residuals: np.ndarray) -> float:
         """Log marginal likelihood of one task's residuals under this prior."""
@@ -93,7 +118,7 @@ class TaskPosterior:
         cross = self.prior.kernel(x, self.x)
         mean = cross @ self.alpha
         solved = cho_solve((self.factor, True), cross.T)
-        variance = self.prior.bias + self.prior.signal - (cross * solved.T).sum(1)
+        variance = self.prior.total - self.prior.noise - (cross * solved.T).sum(1)
         return mean, np.maximum(variance, 0.0) + self.prior.noise
 
 
@@ -116,7 +141,9 @@ def fit_residual_prior(
 
     def prior_of(theta: np.ndarray) -> ResidualPrior:
         bias, signal, noise = np.exp(theta[:3]) * total
-        return ResidualPrior(bias, signal, max(noise, 1e-4 * total), np.exp(theta[3:])[blocks])
+        weights = np.exp(theta[3 : 3 + n_blocks])[blocks]
+        block_signal = np.exp(theta[3 + n_blocks :]) * total
+        return ResidualPrior(bias, signal, max(noise, 1e-4 * total), weights, blocks, block_signal)
 
     def loss(theta: np.ndarray) -> float:
         try:
@@ -130,10 +157,17 @@ def fit_residual_prior(
 
     shares = np.log([0.05, 0.2, 0.5])
     starts = [
-        np.array([b, s, np.log(max(1.0 - np.exp(b) - np.exp(s), 0.05)), *[w] * n_blocks])
+        np.array(
+            [b, s, np.log(max(1.0 - np.exp(b) - 2 * np.exp(s), 0.05)), *[w] * n_blocks]
+            + [s - np.log(n_blocks)] * n_blocks
+        )
         for b, s, w in itertools.product(shares, shares, np.log([0.5, 1.0, 2.0]))
     ]
     start = min(starts, key=loss)
-    bounds = [(np.log(1e-4), np.log(10.0))] * 3 + [(np.log(0.01), np.log(20.0))] * n_blocks
+    bounds = (
+        [(np.log(1e-4), np.log(10.0))] * 3
+        + [(np.log(0.01), np.log(20.0))] * n_blocks
+        + [(np.log(1e-4), np.log(10.0))] * n_blocks
+    )
     result = minimize(loss, start, method="L-BFGS-B", bounds=bounds, options={"maxiter": 60})
     return prior_of(result.x if result.fun < loss(start) else start)
