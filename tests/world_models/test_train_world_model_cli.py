@@ -81,7 +81,7 @@ def test_embedding_command_fits_and_saves(tmp_path, capsys) -> None:
     write_execution_log(tmp_path / "log.sqlite")
     out = tmp_path / "wm"
     argv = ["train-world-model", str(tmp_path / "log.sqlite"), "--out", str(out)]
-    assert main([*argv, "--head", "knn", "--max-length", "64"]) == 0
+    assert main([*argv, "--backend", "embedding", "--head", "knn", "--max-length", "64"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary == {
         "backend": "embedding",
@@ -145,6 +145,7 @@ def test_program_command_trains_on_a_real_store_log(tmp_path, capsys) -> None:
 
 
 def test_table_split_needs_the_program_backend(tmp_path, capsys) -> None:
-    code = main(["train-world-model", "--table-split", "wm", "--out", str(tmp_path / "x")])
+    argv = ["train-world-model", "--table-split", "wm", "--out", str(tmp_path / "x")]
+    code = main([*argv, "--backend", "embedding"])
     assert code == 2 and "--backend program" in capsys.readouterr().err
     assert main(["train-world-model", "--out", str(tmp_path / "x")]) == 2

@@ -2,10 +2,10 @@
 
 Backends:
 
-* ``embedding`` (CPU default): fits an
+* ``embedding``: fits an
   :class:`~wmrl_env.world_models.embedding_regressor.EmbeddingRegressor` and saves it
   (``EmbeddingRegressor.load(OUT)``).
-* ``program`` (the ML default, world model v2): fits a
+* ``program`` (default; the ML world model v2): fits a
   :class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel` on program syntax and
   task features and saves one pickle (``load_default_ml_world_model(OUT)``). With
   ``--table-split SPLIT`` it reads the committed execution table's rows of that split (e.g.
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         "--out", required=True, help="where to save: a directory (a .pkl file for program)"
     )
     parser.add_argument(
-        "--backend", choices=("program", "embedding", "causal-lm"), default="embedding"
+        "--backend", choices=("program", "embedding", "causal-lm"), default="program"
     )
     parser.add_argument(
         "--table-split",

@@ -232,8 +232,11 @@ class ProgramTaskWorldModel:
         if n_tasks < 2:
             raise ValueError(f"need scored programs of at least 2 tasks, got {n_tasks}")
         program = rows[:, : len(PROGRAM_FEATURE_NAMES)]
-        self._program_mean = np.nan_to_num(np.nanmean(program, axis=0))
-        spread = np.nan_to_num(np.nanstd(program, axis=0))
+        seen = ~np.isnan(program)
+        filled = np.where(seen, program, 0.0)
+        count = np.maximum(seen.sum(axis=0), 1)
+        self._program_mean = filled.sum(axis=0) / count  # 0 for a column never seen
+        spread = np.sqrt((np.where(seen, program - self._program_mean, 0.0) ** 2).sum(0) / count)
         self._program_scale = np.where(spread > 0, spread, 1.0)
         out_of_task = np.empty_like(y)
         folds = np.arange(n_tasks) % min(n_folds, n_tasks)
@@ -250,9 +253,9 @@ class ProgramTaskWorldModel:
             # out-of-task least-squares coefficient of the level booster's residuals on it
             centred_residual = _within_task_z(y - out_of_task, groups, scale=False)
             centred_shape = _within_task_z(shape_out_of_task, groups, scale=False)
-            self.shape_weight = max(
-                0.0, float(centred_residual @ centred_shape / (centred_shape @ centred_shape))
-            )
+            power = float(centred_shape @ centred_shape)
+            fit = float(centred_residual @ centred_shape) / power if power > 0 else 0.0
+            self.shape_weight = max(0.0, fit)
             out_of_task += self.shape_weight * shape_out_of_task
             self._booster = self._fit_booster(rows, y)
             self._shape = self._fit_booster(rows, z)
