@@ -46,6 +46,14 @@ METRIC_NAMES = ("accuracy", "roc_auc", "r2", "rmse")
 LANDMARK_ROWS = 400
 LANDMARK_SEED = 0
 
+LANDMARKS = (
+    "landmark_1nn",
+    "landmark_stump",
+    "landmark_linear",
+    "landmark_knn",
+    "landmark_forest",
+    "landmark_svm",
+)
 TASK_FEATURE_NAMES: tuple[str, ...] = (
     "log_rows",
     "log_columns",
@@ -64,12 +72,7 @@ TASK_FEATURE_NAMES: tuple[str, ...] = (
     "constant_columns_share",
     "log_scale_spread",  # log10 of max / median column std: scaling matters when large
     "target_abs_skew",  # regression target, NaN for classification
-    "landmark_1nn",
-    "landmark_stump",
-    "landmark_linear",
-    "landmark_knn",
-    "landmark_forest",
-    "landmark_svm",
+    *LANDMARKS,
     "landmark_linear_minus_1nn",
 )
 _INDEX = {name: i for i, name in enumerate(TASK_FEATURE_NAMES)}
@@ -256,14 +259,7 @@ def _landmarks(X: np.ndarray, y: np.ndarray, kind: str) -> dict[str, float]:
         X, y = X[keep], y[keep]
     X = np.where(np.isfinite(X), X, np.nan)
     X = X[:, ~np.isnan(X).all(axis=0)] if X.shape[1] else X
-    names = (
-        "landmark_1nn",
-        "landmark_stump",
-        "landmark_linear",
-        "landmark_knn",
-        "landmark_forest",
-        "landmark_svm",
-    )
+    names = LANDMARKS
     if X.shape[1] == 0:
         return dict.fromkeys(names, 0.0)
     classify = kind != "regression"
