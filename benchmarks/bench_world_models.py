@@ -244,7 +244,6 @@ def program_throughput(
 
 
 def v2(out: Path, repeats: int) -> dict:
-    from wmrl_env.envs.ml_tasks import HELDOUT_TASKS
     from wmrl_env.world_models.ml_default import (
         pretrain_ml_world_model,
         pretraining_tasks,
@@ -256,10 +255,12 @@ def v2(out: Path, repeats: int) -> dict:
     model = pretrain_ml_world_model(fit_tasks)
     fit_seconds = time.perf_counter() - start
     print(f"fitted on {len(fit_tasks)} tasks in {fit_seconds:.1f} s", flush=True)
-    pairs = table_training_pairs(HELDOUT_TASKS)
+    eval_tasks = pretraining_tasks("heldout")
+    print(f"evaluating on {len(eval_tasks)} held-out tasks", flush=True)
+    pairs = table_training_pairs(eval_tasks)
     results = {
         "fit_tasks": list(fit_tasks),
-        "eval_tasks": list(HELDOUT_TASKS),
+        "eval_tasks": list(eval_tasks),
         "fit_seconds": round(fit_seconds, 1),
         "repeats": repeats,
         "by_anchor_groups": {

@@ -47,15 +47,15 @@ def load_default_ml_world_model(path: str | Path | None = None) -> ProgramTaskWo
 
 
 def pretraining_tasks(split: str = "wm") -> tuple[str, ...]:
-    """The task ids of ``split``; before the suite has a ``wm`` split, its train tasks."""
-    from wmrl_env.envs.ml_tasks import registry
+    """The tasks of ``split`` that the committed execution table holds; for ``wm``, while
+    the table holds none of them yet, those of ``train``."""
+    from wmrl_env.envs.ml_tasks import load_table, registry
 
-    try:
-        return tuple(registry.task_ids(split))
-    except ValueError:
-        if split != "wm":
-            raise
-        return tuple(registry.task_ids("train"))
+    in_table = set(load_table().task_ids)
+    tasks = tuple(t for t in registry.task_ids(split) if t in in_table)
+    if split == "wm" and len(tasks) < 2:
+        tasks = tuple(t for t in registry.task_ids("train") if t in in_table)
+    return tasks
 
 
 def table_training_pairs(tasks: Sequence[str]) -> tuple[list[str], list[str], np.ndarray]:
