@@ -243,14 +243,14 @@ def program_throughput(
     }
 
 
-def v2(out: Path, repeats: int) -> dict:
+def v2(out: Path, repeats: int, fit_split: str) -> dict:
     from wmrl_env.world_models.ml_default import (
         pretrain_ml_world_model,
         pretraining_tasks,
         table_training_pairs,
     )
 
-    fit_tasks = pretraining_tasks("wm")
+    fit_tasks = fit_split.split(",") if "," in fit_split else pretraining_tasks(fit_split)
     start = time.perf_counter()
     model = pretrain_ml_world_model(fit_tasks)
     fit_seconds = time.perf_counter() - start
@@ -279,11 +279,16 @@ def main() -> None:
     parser.add_argument("what", choices=("throughput", "heldout", "v2"))
     parser.add_argument("--out", default="runs/bench_wm")
     parser.add_argument("--repeats", type=int, default=10, help="v2: anchor draws per task")
+    parser.add_argument(
+        "--fit-split",
+        default="wm",
+        help="v2: pretrain on this split's table rows (default wm) or on comma-separated tasks",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.what == "v2":
-        results = v2(out, args.repeats)
+        results = v2(out, args.repeats, args.fit_split)
     else:
         results = throughput(out) if args.what == "throughput" else heldout(out)
     record = {"machine": platform.platform(), "cpus": os.cpu_count(), "results": results}

@@ -56,8 +56,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--table-split",
-        help="program: train on the committed execution table's tasks of this split "
-        "(wm; train until the suite has a wm split) instead of a log",
+        help="program: train on the committed execution table's tasks of this split (wm) "
+        "instead of a log",
+    )
+    parser.add_argument(
+        "--table-tasks",
+        help="program: train on these tasks of the committed execution table (comma-separated)",
     )
     parser.add_argument(
         "--model",
@@ -127,13 +131,16 @@ def _train_program(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
     }
 
 
-def _table_pairs(split: str) -> Any:
+def _table_pairs(args: argparse.Namespace) -> Any:
     import numpy as np
 
     from wmrl_env.world_models.ml_default import pretraining_tasks, table_training_pairs
     from wmrl_env.world_models.training_data import TrainingPairs
 
-    tasks = pretraining_tasks(split)
+    if args.table_tasks:
+        tasks = tuple(t.strip() for t in args.table_tasks.split(",") if t.strip())
+    else:
+        tasks = pretraining_tasks(args.table_split)
     contexts, programs, scores = table_training_pairs(tasks)
     groups = [context.split(":", 1)[0] for context in contexts]
     return TrainingPairs(contexts, programs, np.asarray(scores), groups, 0)
@@ -172,10 +179,10 @@ def run(args: argparse.Namespace) -> int:
         if args.contexts:
             with open(args.contexts, encoding="utf-8") as handle:
                 contexts = json.load(handle)
-        if args.table_split:
+        if args.table_split or args.table_tasks:
             if args.backend != "program" or args.log:
-                raise ValueError("--table-split needs --backend program and no LOG")
-            pairs = _table_pairs(args.table_split)
+                raise ValueError("--table-split/--table-tasks need --backend program and no LOG")
+            pairs = _table_pairs(args)
         elif args.log:
             pairs = read_training_pairs(args.log, contexts=contexts, table=args.table)
         else:

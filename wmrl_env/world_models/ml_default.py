@@ -47,14 +47,16 @@ def load_default_ml_world_model(path: str | Path | None = None) -> ProgramTaskWo
 
 
 def pretraining_tasks(split: str = "wm") -> tuple[str, ...]:
-    """The tasks of ``split`` that the committed execution table holds; for ``wm``, while
-    the table holds none of them yet, those of ``train``."""
+    """The tasks of ``split`` that the committed execution table holds (2 at least)."""
     from wmrl_env.envs.ml_tasks import load_table, registry
 
     in_table = set(load_table().task_ids)
     tasks = tuple(t for t in registry.task_ids(split) if t in in_table)
-    if split == "wm" and len(tasks) < 2:
-        tasks = tuple(t for t in registry.task_ids("train") if t in in_table)
+    if len(tasks) < 2:
+        raise ValueError(
+            f"the execution table holds {len(tasks)} tasks of split {split!r}: build them with "
+            f"'wmrl build-tables --split {split}', or name the tasks to train on"
+        )
     return tasks
 
 
