@@ -47,6 +47,10 @@ class BenchConfig:
     """programs sampled per group"""
     anchor_fraction: float = 0.2
     """share of groups executed for real (at least one group per round)"""
+    train_tasks: int = 0
+    """train on a fixed sample of this many tasks of the train split (0: all of them)"""
+    heldout_tasks: int = 0
+    """score on a fixed sample of this many tasks of the held-out split (0: all of them)"""
     world_model: Literal["default", "random"] = "default"
     """"default": the package's default world model for ML programs, pretrained on the
     suite's ``wm`` split; "random": uniform random scores (the useless world model of the
@@ -96,7 +100,7 @@ class BenchConfig:
         for name in ("seeds", "iterations", "num_groups", "group_size", "eval_every", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        for name in ("live_check", "hidden"):
+        for name in ("live_check", "hidden", "train_tasks", "heldout_tasks"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if not 0.0 < self.anchor_fraction <= 1.0:

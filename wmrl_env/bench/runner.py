@@ -24,7 +24,7 @@ import numpy as np
 from wmrl_env.bench.config import ANCHORS_ARM, BenchConfig
 from wmrl_env.bench.policy import TaskConditionedPolicy
 from wmrl_env.bench.records import RunRecord, StepRecord
-from wmrl_env.bench.suite import ScoreTable, split_tasks, task_features
+from wmrl_env.bench.suite import ScoreTable, sample_tasks, split_tasks, task_features
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.fusion.anchors import num_anchor_groups
 
@@ -66,9 +66,11 @@ class Regime:
     heldout_features: np.ndarray
 
     @classmethod
-    def of_suite(cls) -> Regime:
-        """The suite's ``train`` split to train on, its ``heldout`` split to score on."""
-        train, heldout = split_tasks("train"), split_tasks("heldout")
+    def of_suite(cls, train_tasks: int = 0, heldout_tasks: int = 0) -> Regime:
+        """The suite's ``train`` split to train on, its ``heldout`` split to score on (or
+        fixed samples of that many tasks of each)."""
+        train = sample_tasks(split_tasks("train"), train_tasks)
+        heldout = sample_tasks(split_tasks("heldout"), heldout_tasks)
         ml_tasks = _ml_tasks()
         rows = task_features(train + heldout, reference=train)
         descriptions = [ml_tasks.get_task(t).description for t in train + heldout]

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,44 +45,38 @@ def split_tasks(name: str) -> tuple[str, ...]:
         raise
 
 
-def _raw_features(task_id: str) -> np.ndarray:
-    """Stand-in task features from the train file an agent reads: size, width, kind, class
-    count, missing values, skew, negative values."""
-    from wmrl_env.envs.ml_tasks import get_task
+def sample_tasks(tasks: Sequence[str], count: int, seed: int = 0) -> tuple[str, ...]:
+    """A fixed sample of ``count`` tasks in their split order (all of them for 0).
 
-    task = get_task(task_id)
-    X = np.asarray(task.X_train, dtype=np.float64)
-    rows, columns = X.shape
-    finite = np.where(np.isfinite(X), X, np.nan)
-    centred = finite - np.nanmean(finite, axis=0)
-    spread = np.nanstd(finite, axis=0)
-    skew = np.nanmean(centred**3, axis=0) / np.where(spread > 0, spread, 1.0) ** 3
-    classes = len(np.unique(task.y_train)) if task.kind != "regression" else 0
-    return np.array(
-        [
-            np.log(rows),
-            np.log(columns),
-            np.log(rows / columns),
-            float(task.kind == "binary"),
-            float(task.kind == "multiclass"),
-            float(task.kind == "regression"),
-            np.log1p(classes),
-            float(np.isnan(finite).mean()),
-            float(np.log1p(np.nanmean(np.abs(skew)))),
-            float(np.nanmean(finite < 0)),
-        ]
-    )
+    >>> sample_tasks(("a", "b", "c"), 0), len(sample_tasks(("a", "b", "c"), 2))
+    (('a', 'b', 'c'), 2)
+    """
+    if count <= 0 or count >= len(tasks):
+        return tuple(tasks)
+    picks = np.sort(np.random.default_rng(seed).choice(len(tasks), size=count, replace=False))
+    return tuple(tasks[int(i)] for i in picks)
+
+
+def _raw_features(task_id: str) -> np.ndarray:
+    from wmrl_env.envs.ml_tasks import get_task
+    from wmrl_env.envs.ml_tasks.features import task_features as features_of
+
+    return features_of(get_task(task_id))
 
 
 def task_features(task_ids: Sequence[str], reference: Sequence[str]) -> np.ndarray:
-    """``(len(task_ids), F)`` features, each column standardised on the ``reference`` tasks
-    (the train split: what the policy was fitted on)."""
+    """``(len(task_ids), F)`` task features (:data:`~wmrl_env.envs.ml_tasks.features.
+    TASK_FEATURE_NAMES`, from the train file alone), each column standardised on the
+    ``reference`` tasks (the train split); a feature a task lacks (NaN) becomes the mean, 0."""
     if not task_ids:
         raise ValueError("give at least one task")
     ref = np.stack([_raw_features(t) for t in reference])
-    mean, std = ref.mean(axis=0), ref.std(axis=0)
+    with warnings.catch_warnings():  # a column NaN for every reference task stays NaN -> 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, std = np.nanmean(ref, axis=0), np.nanstd(ref, axis=0)
     rows = np.stack([_raw_features(t) for t in task_ids])
-    return (rows - mean) / np.where(std > 0, std, 1.0)
+    scaled = (rows - mean) / np.where(std > 0, std, 1.0)
+    return np.nan_to_num(scaled, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ OVERRIDES: dict[str, tuple[type, str]] = {
     "iterations": (int, "GRPO rounds per run"),
     "num_groups": (int, "groups (tasks) per round"),
     "group_size": (int, "programs sampled per group"),
+    "train_tasks": (int, "train on a fixed sample of N train-split tasks (0: all)"),
+    "heldout_tasks": (int, "score on a fixed sample of N held-out tasks (0: all)"),
     "anchor_fraction": (float, "share of groups executed for real (at least one)"),
     "eval_every": (int, "score the policy on the held-out split every N rounds"),
     "learning_rate": (float, "Adam learning rate of the policy"),
