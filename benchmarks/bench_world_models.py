@@ -2,6 +2,7 @@
 
     python benchmarks/bench_world_models.py throughput [--out runs/bench_wm]
     python benchmarks/bench_world_models.py heldout    [--out runs/bench_wm]
+    python benchmarks/bench_world_models.py v2         [--out runs/bench_wm] [--repeats 10]
 
 ``throughput``: predictions per second at batch 64 and 256 for the embedding regressor
 (all-MiniLM-L6-v2 + ridge) and the causal-LM scorer (a tiny random Qwen2, i.e. the plumbing's
@@ -15,6 +16,14 @@ cache hits, the case of a structured action space).
 isotonic calibration (cross-fitted: fitted on half of the held-out pairs, scored on the
 other half, both ways), against a constant predictor; compares the regression heads; writes
 a calibration-curve PNG. Needs the committed execution table (``wmrl build-tables``).
+
+``v2``: world model v2 (``ProgramTaskWorldModel``), pretrained afresh on the ``wm`` split
+(the train tasks until the suite has one), on every held-out task: within-task Spearman and
+top-1 regret (best real score among the scored programs minus that of the predicted best),
+zero-shot and after 1, 2 and 4 anchor groups of 8 programs of the task fed through
+``update()`` (``--repeats`` random draws each; scored on the task's other programs); the
+share of real scores inside +-1 and +-1.96 predicted std; new programs per second (every
+program text unseen, batches of 256). Failed executions score 0, the reward they get.
 """
 
 from __future__ import annotations
@@ -175,14 +184,96 @@ def plot_calibration(curves: dict[str, np.ndarray], real: np.ndarray, path: Path
     print("wrote", path)
 
 
+def within_task_metrics(model, pairs, n_groups: int, repeats: int, seed: int) -> dict:
+    """Spearman, top-1 regret and interval coverage on each task's non-anchor programs,
+    after ``n_groups`` anchor groups of :data:`GROUP_SIZE` random programs of the task."""
+    contexts, programs, real = pairs
+    contexts = np.array(contexts, dtype=object)
+    rng = np.random.default_rng(seed)
+    spearman, regret, z = [], [], []
+    for task in dict.fromkeys(contexts):
+        members = np.flatnonzero(contexts == task)
+        for _ in range(repeats if n_groups else 1):
+            model.reset_task()
+            order = rng.permutation(members)
+            anchors, rest = order[: n_groups * GROUP_SIZE], order[n_groups * GROUP_SIZE :]
+            if n_groups:
+                model.update(list(contexts[anchors]), [programs[i] for i in anchors], real[anchors])
+            p = model.predict(list(contexts[rest]), [programs[i] for i in rest])
+            spearman.append(spearmanr(p.scores, real[rest]).statistic)
+            regret.append(real[rest].max() - real[rest][np.argmax(p.scores)])
+            z.append(np.abs(p.scores - real[rest]) / p.std)
+    z = np.concatenate(z)
+    row = {
+        "spearman": float(np.mean(spearman)),
+        "spearman_se": float(np.std(spearman) / np.sqrt(len(spearman))),
+        "top1_regret": float(np.mean(regret)),
+        "coverage_68": float(np.mean(z <= 1.0)),
+        "coverage_95": float(np.mean(z <= 1.96)),
+        "n_predictions": len(z),
+    }
+    print(f"anchor groups {n_groups}:", {k: round(v, 3) for k, v in row.items()}, flush=True)
+    return row
+
+
+def program_throughput(model, contexts: list[str], batch: int = 256, rounds: int = 4) -> float:
+    """New programs per second: every text unseen (a unique comment line each)."""
+    from wmrl_env.envs.ml_tasks.programs import all_programs, render_program
+
+    specs = all_programs()
+    n, start = 0, time.perf_counter()
+    for r in range(rounds):
+        texts = [
+            render_program(specs[i % len(specs)], "binary") + f"# round {r} item {i}\n"
+            for i in range(batch)
+        ]
+        model.predict([contexts[i % len(contexts)] for i in range(batch)], texts)
+        n += batch
+    return n / (time.perf_counter() - start)
+
+
+def v2(out: Path, repeats: int) -> dict:
+    from wmrl_env.envs.ml_tasks import HELDOUT_TASKS
+    from wmrl_env.world_models.ml_default import (
+        pretrain_ml_world_model,
+        pretraining_tasks,
+        table_training_pairs,
+    )
+
+    fit_tasks = pretraining_tasks("wm")
+    start = time.perf_counter()
+    model = pretrain_ml_world_model(fit_tasks)
+    fit_seconds = time.perf_counter() - start
+    print(f"fitted on {len(fit_tasks)} tasks in {fit_seconds:.1f} s", flush=True)
+    pairs = table_training_pairs(HELDOUT_TASKS)
+    results = {
+        "fit_tasks": list(fit_tasks),
+        "eval_tasks": list(HELDOUT_TASKS),
+        "fit_seconds": round(fit_seconds, 1),
+        "repeats": repeats,
+        "by_anchor_groups": {
+            k: within_task_metrics(model, pairs, k, repeats, seed=k) for k in (0, 1, 2, 4)
+        },
+    }
+    model.reset_task()
+    results["new_programs_per_second"] = round(program_throughput(model, sorted(set(pairs[0]))), 1)
+    results["load_average"] = os.getloadavg()
+    print("new programs/s", results["new_programs_per_second"], "load", os.getloadavg())
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("throughput", "heldout"))
+    parser.add_argument("what", choices=("throughput", "heldout", "v2"))
     parser.add_argument("--out", default="runs/bench_wm")
+    parser.add_argument("--repeats", type=int, default=10, help="v2: anchor draws per task")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = throughput(out) if args.what == "throughput" else heldout(out)
+    if args.what == "v2":
+        results = v2(out, args.repeats)
+    else:
+        results = throughput(out) if args.what == "throughput" else heldout(out)
     record = {"machine": platform.platform(), "cpus": os.cpu_count(), "results": results}
     (out / f"{args.what}.json").write_text(json.dumps(record, indent=2))
 

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,15 @@ import numpy as np
 if TYPE_CHECKING:
     from .tasks import MLTask
 
-__all__ = ["METRIC_NAMES", "TASK_FEATURE_NAMES", "feature", "task_features", "train_features"]
+__all__ = [
+    "METRIC_NAMES",
+    "TASK_FEATURE_NAMES",
+    "context_features",
+    "description_features",
+    "feature",
+    "task_features",
+    "train_features",
+]
 
 KINDS = ("binary", "multiclass", "regression")
 METRIC_NAMES = ("accuracy", "roc_auc", "r2", "rmse")
@@ -74,6 +83,90 @@ def task_features(task: MLTask) -> np.ndarray:
     if key not in _CACHE:
         _CACHE[key] = train_features(task.X_train, task.y_train, task.kind, task.metric)
     return _CACHE[key].copy()
+
+
+def context_features(context: MLTask | str) -> np.ndarray:
+    """Task features behind a world model's context: an :class:`MLTask`, or a description.
+
+    A description names its task on its first line (``Task <id>: ...``); when that task is
+    registered and its description is exactly this text, its full :func:`task_features`
+    are returned. Any other text gets :func:`description_features` (what the words say;
+    landmarks unknown, NaN).
+    """
+    from .tasks import MLTask
+
+    if isinstance(context, MLTask):
+        return task_features(context)
+    text = str(context)
+    match = _TASK_LINE.match(text)
+    if match:
+        task = _registered_task(match["task_id"])
+        if task is not None and task.description == text:
+            return task_features(task)
+    return description_features(text)
+
+
+_TASK_LINE = re.compile(r"Task (?P<task_id>[A-Za-z0-9_.-]+):")
+
+
+def _registered_task(task_id: str) -> MLTask | None:
+    from .registry import get_task
+
+    try:
+        return get_task(task_id)
+    except (ValueError, ImportError, OSError):  # unknown id, or its dataset is not installed
+        return None
+
+
+def description_features(text: str) -> np.ndarray:
+    """Task features read from a description in the suite's words (NaN where it is silent).
+
+    >>> x = description_features("Type: multiclass classification (3 classes). Metric: "
+    ...     "accuracy ... the 4 features and target (105 rows) ... no missing values.")
+    >>> round(10 ** feature(x, "log_classes")), round(feature(x, "log_rows"), 2)
+    (3, 2.02)
+    """
+    out = np.full(len(TASK_FEATURE_NAMES), np.nan)
+    lower = text.lower()
+    kind = next((k for k, w in _KIND_WORDS.items() if w in lower), None)
+    if kind is not None:
+        for option in KINDS:
+            out[_INDEX[f"kind_{option}"]] = float(kind == option)
+    metric = next((m for m, w in _METRIC_WORDS.items() if re.search(w, lower)), None)
+    if metric is not None:
+        for option in METRIC_NAMES:
+            out[_INDEX[f"metric_{option}"]] = float(metric == option)
+    classes = re.search(r"\((\d+) classes\)", lower)
+    if classes:
+        out[_INDEX["log_classes"]] = np.log10(int(classes[1]))
+    elif kind == "binary":
+        out[_INDEX["log_classes"]] = np.log10(2)
+    size = re.search(r"the (\d+) features and target \((\d+) rows\)", lower)
+    if size:
+        columns, rows = int(size[1]), int(size[2])
+        out[_INDEX["log_rows"]] = np.log10(rows)
+        out[_INDEX["log_columns"]] = np.log10(max(columns, 1))
+        out[_INDEX["log_rows_per_column"]] = np.log10(rows / max(columns, 1))
+    missing = re.search(r"empty cells \((\d+) in train", lower)
+    if missing and size:
+        out[_INDEX["missing_share"]] = int(missing[1]) / max(rows * columns, 1)
+    elif "no missing values" in lower:
+        out[_INDEX["missing_share"]] = 0.0
+        out[_INDEX["columns_with_missing_share"]] = 0.0
+    return out
+
+
+_KIND_WORDS = {
+    "multiclass": "multiclass classification",
+    "binary": "binary classification",
+    "regression": "regression",
+}
+_METRIC_WORDS = {
+    "roc_auc": r"roc[- ]auc",
+    "rmse": r"root mean squared error|\brmse\b",
+    "r2": r"\br\^?2\b|coefficient of determination",
+    "accuracy": r"accuracy",
+}
 
 
 def train_features(X: np.ndarray, y: np.ndarray, kind: str, metric: str) -> np.ndarray:

@@ -103,3 +103,48 @@ def test_command_reports_bad_input_without_a_traceback(tmp_path, capsys) -> None
     argv = ["train-world-model", str(tmp_path / "two.csv"), "--out", str(tmp_path)]
     assert main([*argv, "--backend", "causal-lm"]) == 2
     assert "--model is required" in capsys.readouterr().err
+
+
+def test_program_command_trains_on_a_real_store_log(tmp_path, capsys) -> None:
+    """World model v2 from a wmrl_env.store log of table executions of three tasks."""
+    from wmrl_env.envs.ml_tasks import get_task, load_table
+    from wmrl_env.world_models import load_default_ml_world_model
+
+    tasks = ("iris", "diabetes", "fair")
+    with ExecutionLog(tmp_path / "log.sqlite") as log:
+        for task in tasks:
+            for row in load_table().for_task(task)[::3]:
+                result = ExecResult(
+                    job_id=f"{task}-{row.program_id}",
+                    status=row.status,
+                    score=row.score if row.status == "ok" else None,
+                )
+                log.record(result, artifact=row.program(), task_id=task)
+    contexts = tmp_path / "tasks.json"
+    contexts.write_text(json.dumps({t: get_task(t).description for t in tasks}))
+    out = tmp_path / "wm.pkl"
+    code = main(
+        [
+            "train-world-model",
+            str(tmp_path / "log.sqlite"),
+            "--backend",
+            "program",
+            "--contexts",
+            str(contexts),
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["n_tasks"] == 3 and summary["n_pairs"] + summary["n_skipped"] == 72
+    model = load_default_ml_world_model(out)
+    wine = get_task("wine")
+    p = model.predict([wine.description], [load_table().for_task("wine")[0].program()])
+    assert p.valid.all() and p.std[0] > 0
+
+
+def test_table_split_needs_the_program_backend(tmp_path, capsys) -> None:
+    code = main(["train-world-model", "--table-split", "wm", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--backend program" in capsys.readouterr().err
+    assert main(["train-world-model", "--out", str(tmp_path / "x")]) == 2

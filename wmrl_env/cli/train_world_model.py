@@ -5,6 +5,11 @@ Backends:
 * ``embedding`` (CPU default): fits an
   :class:`~wmrl_env.world_models.embedding_regressor.EmbeddingRegressor` and saves it
   (``EmbeddingRegressor.load(OUT)``).
+* ``program`` (the ML default, world model v2): fits a
+  :class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel` on program syntax and
+  task features and saves one pickle (``load_default_ml_world_model(OUT)``). With
+  ``--table-split SPLIT`` it reads the committed execution table's rows of that split (e.g.
+  ``wm``) instead of a log; contexts must be task descriptions.
 * ``causal-lm``: LoRA fine-tuning of a causal LM scorer
   (:func:`~wmrl_env.world_models.lora.finetune_lora`); saves the adapter and the scorer
   configuration (``CausalLMScorer.load(OUT)``), or with ``--merge`` a plain model directory.
@@ -14,6 +19,8 @@ The log is a CSV or SQLite file (:func:`~wmrl_env.world_models.training_data.rea
 printed on stdout.
 
 Example:
+    $ wmrl train-world-model --backend program --table-split wm \\
+          --out wmrl_env/world_models/pretrained/ml_program_task_v2.pkl
     $ wmrl train-world-model runs/log.sqlite --backend causal-lm --model ./qwen-0.5b \\
           --contexts tasks.json --epochs 2 --out runs/wm-lora
 """
@@ -35,12 +42,23 @@ def register(subparsers: Any) -> None:
 
     parser = subparsers.add_parser(
         "train-world-model",
-        help="train a world model (embedding regressor or LoRA causal LM) on an execution log",
+        help="train a world model (program/task v2, embedding regressor or LoRA causal LM)",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("log", help="execution log: .csv, or .sqlite/.sqlite3/.db")
-    parser.add_argument("--out", required=True, help="directory to save the trained model to")
-    parser.add_argument("--backend", choices=("embedding", "causal-lm"), default="embedding")
+    parser.add_argument(
+        "log", nargs="?", help="execution log: .csv, or .sqlite/.sqlite3/.db (or --table-split)"
+    )
+    parser.add_argument(
+        "--out", required=True, help="where to save: a directory (a .pkl file for program)"
+    )
+    parser.add_argument(
+        "--backend", choices=("program", "embedding", "causal-lm"), default="embedding"
+    )
+    parser.add_argument(
+        "--table-split",
+        help="program: train on the committed execution table's tasks of this split "
+        "(wm; train until the suite has a wm split) instead of a log",
+    )
     parser.add_argument(
         "--model",
         help="model directory: the encoder (embedding; default all-MiniLM-L6-v2) "
@@ -86,6 +104,41 @@ def _train_embedding(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
     return {"head": model.head_name, "n_pairs": model.n_pairs}
 
 
+def _train_program(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
+    from wmrl_env.envs.ml_tasks.features import TASK_FEATURE_NAMES, context_features
+    from wmrl_env.world_models.program_task import ProgramTaskWorldModel
+
+    model = ProgramTaskWorldModel(
+        context_features, TASK_FEATURE_NAMES, score_range=tuple(args.score_range), seed=args.seed
+    )
+    model.fit(pairs.contexts, pairs.artifacts, pairs.scores)
+    model.save(args.out)
+    return {
+        "n_pairs": len(pairs),
+        "n_tasks": len(set(pairs.groups)),
+        "residual_prior": {
+            "bias": model.prior.bias,
+            "signal": model.prior.signal,
+            "noise": model.prior.noise,
+            "inverse_lengths": sorted({round(float(w), 4) for w in model.prior.weights}),
+        },
+        "shape_weight": model.shape_weight,
+        "std_scale": model.std_scale,
+    }
+
+
+def _table_pairs(split: str) -> Any:
+    import numpy as np
+
+    from wmrl_env.world_models.ml_default import pretraining_tasks, table_training_pairs
+    from wmrl_env.world_models.training_data import TrainingPairs
+
+    tasks = pretraining_tasks(split)
+    contexts, programs, scores = table_training_pairs(tasks)
+    groups = [context.split(":", 1)[0] for context in contexts]
+    return TrainingPairs(contexts, programs, np.asarray(scores), groups, 0)
+
+
 def _train_causal_lm(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
     from wmrl_env.world_models.causal_lm import CausalLMScorer
     from wmrl_env.world_models.lora import LoraTrainingConfig, finetune_lora
@@ -119,10 +172,21 @@ def run(args: argparse.Namespace) -> int:
         if args.contexts:
             with open(args.contexts, encoding="utf-8") as handle:
                 contexts = json.load(handle)
-        pairs = read_training_pairs(args.log, contexts=contexts, table=args.table)
+        if args.table_split:
+            if args.backend != "program" or args.log:
+                raise ValueError("--table-split needs --backend program and no LOG")
+            pairs = _table_pairs(args.table_split)
+        elif args.log:
+            pairs = read_training_pairs(args.log, contexts=contexts, table=args.table)
+        else:
+            raise ValueError("give an execution LOG (or --backend program --table-split SPLIT)")
         if len(pairs) < 2:
             raise ValueError(f"{args.log} holds {len(pairs)} scored pairs; at least 2 are needed")
-        train = _train_embedding if args.backend == "embedding" else _train_causal_lm
+        train = {
+            "program": _train_program,
+            "embedding": _train_embedding,
+            "causal-lm": _train_causal_lm,
+        }[args.backend]
         summary = {"backend": args.backend, "out": args.out, "n_skipped": pairs.n_skipped}
         summary.update(train(args, pairs))
     except (ValueError, FileNotFoundError) as error:

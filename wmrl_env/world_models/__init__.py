@@ -1,5 +1,8 @@
 """World models: batched predictors of real execution outcomes.
 
+The default for ML code is :func:`load_default_ml_world_model` (world model v2: program
+syntax x task features, pretrained, learns each task online from its anchors, calibrated std).
+
 Backends with heavy dependencies (torch, transformers, vLLM) import them only when constructed.
 The learned dynamics ensemble for robot state lives in :mod:`wmrl_env.world_models.dynamics`.
 """
@@ -16,6 +19,8 @@ from wmrl_env.world_models.base import (
 from wmrl_env.world_models.causal_lm import CausalLMScorer
 from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
 from wmrl_env.world_models.encoder import TextEncoder
+from wmrl_env.world_models.ml_default import load_default_ml_world_model
+from wmrl_env.world_models.program_task import ProgramTaskWorldModel
 from wmrl_env.world_models.prompting import ScorePrompt
 from wmrl_env.world_models.score_bins import ScoreBins
 from wmrl_env.world_models.training_data import read_training_pairs
@@ -26,6 +31,7 @@ __all__ = [
     "DynamicsWorldModel",
     "EmbeddingRegressor",
     "Prediction",
+    "ProgramTaskWorldModel",
     "ScoreBins",
     "ScorePrompt",
     "StepPrediction",
@@ -35,5 +41,6 @@ __all__ = [
     "WorldModel",
     "as_prediction",
     "as_step_prediction",
+    "load_default_ml_world_model",
     "read_training_pairs",
 ]

@@ -39,7 +39,7 @@ from wmrl_env.world_models.heads import (
     fit_head,
     make_head,
 )
-from wmrl_env.world_models.text import check_batch
+from wmrl_env.world_models.text import check_batch, check_real_scores
 
 __all__ = ["DEFAULT_HEAD", "EmbeddingRegressor"]
 
@@ -125,11 +125,7 @@ class EmbeddingRegressor:
         out-of-range scores raise ``ValueError`` before anything is changed.
         """
         context_texts, artifact_texts = check_batch(contexts, artifacts)
-        real = np.asarray(real_scores, dtype=np.float64).reshape(-1)
-        if real.shape[0] != len(context_texts):
-            raise ValueError(f"got {real.shape[0]} real scores for {len(context_texts)} items")
-        keep = ~np.isnan(real)
-        self._check_scores(real[keep])
+        real, keep = check_real_scores(real_scores, len(context_texts), self.score_range)
         if not keep.any():
             return
         features = self._featurize(
@@ -139,18 +135,6 @@ class EmbeddingRegressor:
         self._features = np.concatenate([self._features, features])[-self.max_pairs :]
         self._scores = np.concatenate([self._scores, real[keep]])[-self.max_pairs :]
         self._refit()
-
-    def _check_scores(self, scores: np.ndarray) -> None:
-        if not np.isfinite(scores).all():
-            raise ValueError("real scores must be finite (NaN marks a failed execution)")
-        if self.score_range is not None:
-            low, high = self.score_range
-            outside = (scores < low) | (scores > high)
-            if outside.any():
-                raise ValueError(
-                    f"{int(outside.sum())} real scores lie outside score_range {self.score_range}, "
-                    f"e.g. {scores[outside][:3].tolist()}"
-                )
 
     def _refit(self) -> None:
         X, y = self._features, self._scores

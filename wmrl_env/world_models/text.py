@@ -22,7 +22,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["as_text", "check_batch", "text_key"]
+import numpy as np
+
+__all__ = ["as_text", "check_batch", "check_real_scores", "text_key"]
 
 
 def as_text(item: Any) -> str:
@@ -58,3 +60,32 @@ def check_batch(contexts: Sequence[Any], artifacts: Sequence[Any]) -> tuple[list
             "one context per artifact is needed"
         )
     return [as_text(c) for c in contexts], [as_text(a) for a in artifacts]
+
+
+def check_real_scores(
+    real_scores: Any, n: int, score_range: tuple[float, float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Real scores to learn from, and the mask of those that carry a score.
+
+    NaN marks a failed execution (no score: masked out); a wrong length, infinity or a score
+    outside ``score_range`` raises ``ValueError``, so a caller can check before changing
+    anything.
+
+    >>> check_real_scores([0.5, float("nan")], 2, (0.0, 1.0))[1].tolist()
+    [True, False]
+    """
+    real = np.asarray(real_scores, dtype=np.float64).reshape(-1)
+    if real.shape[0] != n:
+        raise ValueError(f"got {real.shape[0]} real scores for {n} items")
+    keep = ~np.isnan(real)
+    scores = real[keep]
+    if not np.isfinite(scores).all():
+        raise ValueError("real scores must be finite (NaN marks a failed execution)")
+    if score_range is not None:
+        outside = (scores < score_range[0]) | (scores > score_range[1])
+        if outside.any():
+            raise ValueError(
+                f"{int(outside.sum())} real scores lie outside score_range {score_range}, "
+                f"e.g. {scores[outside][:3].tolist()}"
+            )
+    return real, keep

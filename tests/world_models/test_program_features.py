@@ -1,0 +1,116 @@
+"""Program features read free-form programs, not only the suite's rendered ones."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_program
+from wmrl_env.world_models.program_features import (
+    PROGRAM_FEATURE_NAMES,
+    ProgramFeaturizer,
+    program_features,
+    value,
+)
+
+PANDAS_EXTRA_TREES = """
+import pandas as pd
+from sklearn.ensemble import ExtraTreesRegressor
+
+train = pd.read_csv("inputs/train.csv").fillna(0)
+test = pd.read_csv("inputs/test.csv").fillna(0)
+features = [c for c in train.columns if c not in ("id", "target")]
+model = ExtraTreesRegressor(n_estimators=500, max_depth=None, random_state=1)
+model.fit(train[features], train["target"])
+pd.DataFrame({"id": test["id"], "prediction": model.predict(test[features])}).to_csv(
+    "predictions.csv", index=False
+)
+"""
+
+GRADIENT_BOOSTING_SEARCH = """
+import numpy as np
+from sklearn.ensemble import GradientBoostingClassifier
+from sklearn.model_selection import GridSearchCV
+from sklearn.decomposition import PCA
+from sklearn.pipeline import Pipeline
+data = np.loadtxt("inputs/train.csv", delimiter=",", skiprows=1)
+pipe = Pipeline([("pca", PCA(5)), ("gb", GradientBoostingClassifier(learning_rate=0.3,
+                                                                    n_estimators=80))])
+search = GridSearchCV(pipe, {"gb__max_depth": [2, 3]}).fit(data[:, 1:-1], data[:, -1])
+"""
+
+LOG_AFTER_IMPUTE = """
+import numpy as np
+from sklearn.impute import SimpleImputer
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import make_pipeline
+model = make_pipeline(SimpleImputer(), FunctionTransformer(np.log1p), KNeighborsClassifier(7))
+"""
+
+
+def test_every_rendered_program_parses_and_the_space_is_told_apart():
+    texts = [render_program(s, k) for s in all_programs() for k in ("binary", "regression")]
+    rows = np.array([program_features(t) for t in texts])
+    assert rows.shape == (len(texts), len(PROGRAM_FEATURE_NAMES))
+    assert len(np.unique(rows, axis=0)) == len(texts)  # no two programs look the same
+
+
+def test_rendered_program_is_read_correctly():
+    x = program_features(render_program(ProgramSpec("log1p", "svm", "high"), "binary"))
+    assert value(x, "family_svm") == 1.0 and value(x, "is_classifier") == 1.0
+    assert value(x, "log_C") == 2.0  # C=100.0
+    assert value(x, "log1p") == 1.0 and value(x, "log1p_before_impute") == 1.0
+    assert value(x, "imputes") == 0.0 and value(x, "scales") == 1.0
+    assert value(x, "decision_function") == 1.0 and value(x, "reads_numpy") == 1.0
+    poly = program_features(render_program(ProgramSpec("poly2", "knn", "low"), "regression"))
+    assert value(poly, "poly_degree") == 2.0 and value(poly, "log_n_neighbors") == pytest.approx(
+        math.log10(50), abs=1e-3
+    )
+    assert value(poly, "is_regressor") == 1.0 and value(poly, "imputes") == 1.0
+
+
+def test_pandas_program_with_an_estimator_outside_the_space():
+    x = program_features(PANDAS_EXTRA_TREES)
+    assert value(x, "family_forest") == 1.0 and value(x, "is_regressor") == 1.0
+    assert value(x, "log_n_estimators") == pytest.approx(math.log10(500), abs=1e-3)
+    assert value(x, "max_depth_unbounded") == 1.0  # max_depth=None
+    assert value(x, "reads_pandas") == 1.0 and value(x, "reads_numpy") == 0.0
+    assert value(x, "imputes") == 1.0  # fillna
+    assert value(x, "writes_predictions") == 1.0 and value(x, "predict") == 1.0
+
+
+def test_pipeline_search_and_positional_hyperparameters():
+    x = program_features(GRADIENT_BOOSTING_SEARCH)
+    assert value(x, "family_boosting") == 1.0 and value(x, "log_learning_rate") == pytest.approx(
+        math.log10(0.3), abs=1e-3
+    )
+    assert value(x, "pca") == 1.0 and value(x, "search") == 1.0
+    assert value(x, "writes_predictions") == 0.0  # it never writes predictions.csv
+    knn = program_features(LOG_AFTER_IMPUTE)
+    assert value(knn, "log_n_neighbors") == pytest.approx(math.log10(7), abs=1e-3)
+    assert value(knn, "log1p") == 1.0 and value(knn, "log1p_before_impute") == 0.0
+
+
+def test_unknown_estimators_differ_through_the_name_hash():
+    a = program_features("from mylib import FancyModel\nm = FancyModel(depth=3)\n")
+    b = program_features("from mylib import OtherModel\nm = OtherModel(depth=3)\n")
+    assert value(a, "family_unknown") == 1.0 and not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", ["def f(:\n", "x = = 1", "print('a'\n", "a\x00b"])
+def test_unparseable_programs_give_none(bad):
+    assert program_features(bad) is None
+
+
+def test_featurizer_caches_by_text():
+    featurize = ProgramFeaturizer(max_entries=2)
+    first = featurize(["x = 1", "y = 2", "x = 1"])
+    assert featurize.hits == 1 and first[0] is first[2]
+    featurize(["z = 3"])  # evicts the least recently used ("y = 2")
+    featurize(["y = 2"])
+    assert featurize.hits == 1
+    with pytest.raises(ValueError):
+        ProgramFeaturizer(max_entries=0)
