@@ -151,7 +151,8 @@ def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     result = run_bench(config)
     results = json.loads((tmp_path / "results.json").read_text())
     assert list(results["arms"]) == list(ARMS)
-    runs = [RunRecord.from_dict(json.loads(line)) for line in open(tmp_path / "runs.jsonl")]
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    runs = [RunRecord.from_dict(json.loads(line)) for line in lines]
     assert {(r.arm, r.seed) for r in runs} == {(arm, s) for arm in ARMS for s in (0, 1)}
     heldout = set(split_tasks("heldout"))
     for run in runs:

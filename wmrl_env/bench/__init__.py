@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
 
 from wmrl_env.bench.config import FUSED_ARMS, BenchConfig
@@ -61,7 +60,7 @@ def run_bench(
     torch.set_num_threads(1)
     say("reading the task suite: splits, task features, held-out table scores")
     regime = Regime.of_suite(config.train_tasks, config.heldout_tasks)
-    make_world_model = _world_models(config, say)
+    make_world_model = _world_models(config)
     runs: list[RunRecord] = []
     with real_executor(config) as executor, (folder / "runs.jsonl").open("w") as log:
         for arm in config.arms:
@@ -72,7 +71,7 @@ def run_bench(
                     if on_step is not None:
                         on_step(arm, seed, record)
 
-                world_model = make_world_model(seed)  # fresh: it learns from anchors
+                world_model = make_world_model(seed)
                 run = run_one(config, arm, seed, world_model, executor, regime, on_step=step)
                 runs.append(run)
                 log.write(json.dumps(run.to_dict()) + "\n")
@@ -102,18 +101,13 @@ def run_bench(
     return BenchResult(folder, summaries, runs, seconds, checks)
 
 
-def _world_models(config: BenchConfig, say: Callable[[str], None]) -> Callable[[int], Any]:
-    """seed -> a fresh world model of the configured kind."""
+def _world_models(config: BenchConfig) -> Callable[[int], Any]:
+    """seed -> a fresh world model of the configured kind (it learns from the run's anchors)."""
     from wmrl_env.bench.world_model import RandomWorldModel, default_world_model
 
     if config.world_model == "random":
         return lambda seed: RandomWorldModel(seed)
-    from wmrl_env.world_models import TextEncoder
-
-    say("fitting the world model on the wm split's execution table")
-    encoder = TextEncoder()  # one embedding cache for every run's world model
-    default_world_model(encoder)  # fills the cache once, before the runs
-    return lambda seed: default_world_model(encoder)
+    return lambda seed: default_world_model()
 
 
 def _programs_to_check(runs: list[RunRecord], count: int) -> dict[str, str]:

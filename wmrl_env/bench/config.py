@@ -19,7 +19,7 @@ from wmrl_env.fusion import METHODS
 ANCHORS_ARM = "anchors"
 """GRPO on the anchor groups alone: as many real groups a round as a fused arm executes,
 all real, no world model (the baseline that says whether the world model adds anything)"""
-ARMS: tuple[str, ...] = ("real", ANCHORS_ARM) + tuple(m for m in METHODS if m != "real")
+ARMS: tuple[str, ...] = ("real", ANCHORS_ARM, *(m for m in METHODS if m != "real"))
 FUSED_ARMS: tuple[str, ...] = ("debias", "denoise", "wmrl", "ppi")
 WORLD_MODELS: tuple[str, ...] = ("default", "random")
 

@@ -79,10 +79,8 @@ def score_band(runs: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray]:
     the mean itself where there is one seed."""
     length = min(len(run.evaluated) for run in runs)
     scores = np.array([[s.true_score for s in run.evaluated[:length]] for run in runs])
-    bands = [confidence_interval(column) for column in scores.T]
-    low = np.array([b[0] if b else column.mean() for b, column in zip(bands, scores.T)])
-    high = np.array([b[1] if b else column.mean() for b, column in zip(bands, scores.T)])
-    return low, high
+    bands = [confidence_interval(column) or (column.mean(), column.mean()) for column in scores.T]
+    return np.array([b[0] for b in bands]), np.array([b[1] for b in bands])
 
 
 def seconds_to_reach(seconds: np.ndarray, scores: np.ndarray, target: float) -> float | None:

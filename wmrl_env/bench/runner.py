@@ -84,8 +84,10 @@ class Regime:
     def score(self, policy: TaskConditionedPolicy, how: str) -> float:
         """The policy's held-out score ("greedy" or "expected"), from the table."""
         probabilities = policy.probabilities(self.heldout_features)
-        return self.heldout.greedy(probabilities) if how == "greedy" else self.heldout.expected(
-            probabilities
+        return (
+            self.heldout.greedy(probabilities)
+            if how == "greedy"
+            else self.heldout.expected(probabilities)
         )
 
     def greedy_programs(self, policy: TaskConditionedPolicy) -> dict[str, str]:

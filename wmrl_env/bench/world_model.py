@@ -1,10 +1,10 @@
 """The benchmark's world models: the default one reading structured actions as code, and a
 useless one for the never-worse check.
 
-The policy acts in the structured program space; the default world model reads what the
-sandbox would run, the program text rendered for the task. It is fitted on the execution
-table of the suite's ``wm`` split (:func:`~wmrl_env.bench.suite.split_tasks`).
-:class:`RandomWorldModel` scores uniformly at random: no information at all.
+The policy acts in the structured program space; the default world model
+(:func:`~wmrl_env.world_models.load_default_ml_world_model`, pretrained on the execution
+table of the suite's ``wm`` split) reads what the sandbox would run, the program text
+rendered for the task. :class:`RandomWorldModel` scores uniformly at random: no information.
 
 Example:
     >>> model = RandomWorldModel(seed=0)
@@ -78,17 +78,14 @@ class RandomWorldModel:
         return Prediction(self.rng.uniform(0.0, 1.0, n), np.full(n, 12**-0.5))
 
 
-def default_world_model(encoder: Any = None) -> ProgramWorldModel:
-    """An embedding regressor fitted on the execution table of the suite's ``wm`` split.
-
-    Pass one shared ``encoder`` to several models: its embedding cache then serves them all.
-    """
+def default_world_model() -> ProgramWorldModel:
+    """The package's default world model for ML programs (v2: the program's syntax tree and
+    the task's train file, pretrained on the ``wm`` split's execution table, learning each
+    task online from its anchors), reading structured actions as the programs they render."""
     from wmrl_env.bench.suite import SPLITS, split_tasks
     from wmrl_env.envs.ml_tasks import get_task
-    from wmrl_env.world_models import EmbeddingRegressor
+    from wmrl_env.world_models import load_default_ml_world_model
 
-    regressor = EmbeddingRegressor(encoder=encoder)
-    regressor.fit(*train_pairs(split_tasks("wm")))
     tasks = dict.fromkeys(t for split in SPLITS for t in split_tasks(split))
     kind_of = {get_task(t).description: get_task(t).kind for t in tasks}
-    return ProgramWorldModel(regressor, kind_of)
+    return ProgramWorldModel(load_default_ml_world_model(), kind_of)

@@ -86,8 +86,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         tqdm = require("tqdm", "wmrl bench").tqdm
         require("torch", "wmrl bench (its policy)")
-        if config.world_model == "default":
-            require("transformers", "wmrl bench (its world model)")
     except MissingDependencyError as error:
         print(f"wmrl bench: {error}", file=sys.stderr)
         return 2
