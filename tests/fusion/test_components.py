@@ -110,5 +110,5 @@ def test_sorted_window_merges_and_expires() -> None:
     expected = np.sort(np.concatenate(batches[1:]))
     np.testing.assert_array_equal(window.scores, expected)
     assert window.num_groups == 3 and set(window.ages()) == {0, 1}
-    newest_scores, _ = window.newest(at_least=1)
-    np.testing.assert_array_equal(newest_scores, np.sort(batches[3]))
+    newest = window.newest(at_least=1)
+    np.testing.assert_array_equal(window.scores[newest], np.sort(batches[3]))

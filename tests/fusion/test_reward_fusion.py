@@ -57,12 +57,27 @@ def test_min_anchor_groups_is_honoured() -> None:
 
 
 def test_wmrl_rewards_are_real_on_anchors_and_calibrated_elsewhere() -> None:
-    fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0)
+    fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0, wm_gate="off")
     b = batch()
     anchors = fusion.select_anchors(b.group_ids)
     out = fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, anchors))
     np.testing.assert_array_equal(out.rewards[anchors], b.real_scores[anchors])
     np.testing.assert_array_equal(out.rewards[~anchors], out.calibrated[~anchors])
+
+
+def test_gated_wmrl_shrinks_world_model_groups_by_the_weight_of_earlier_steps() -> None:
+    fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0)
+    world = SyntheticWorld(num_groups=8, group_size=4)
+    rng = np.random.default_rng(0)
+    for step in range(6):
+        b = world.sample(rng)
+        lam = fusion.wm_weight
+        anchors = fusion.select_anchors(b.group_ids)
+        out = fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, anchors))
+        assert out.metrics["wm_weight"] == lam
+        np.testing.assert_allclose(out.rewards[~anchors], lam * out.calibrated[~anchors])
+        assert (lam == 0.0) if step == 0 else (0.0 <= lam <= 1.0)  # no evidence at first
+    assert fusion.wm_weight > 0.5  # a good world model earns its weight
 
 
 def test_weighted_advantages_are_centred_and_carry_the_weights() -> None:
@@ -93,7 +108,7 @@ def test_all_equal_rewards_in_a_group_give_zero_advantages() -> None:
     np.testing.assert_array_equal(out.advantages, np.zeros(32))
 
 
-def test_no_anchor_this_step_keeps_previous_map_and_kappa() -> None:
+def test_no_anchor_this_step_keeps_kappa_and_ages_the_window() -> None:
     fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0)
     world = SyntheticWorld(num_groups=8, group_size=4)
     rng = np.random.default_rng(0)
@@ -102,13 +117,32 @@ def test_no_anchor_this_step_keeps_previous_map_and_kappa() -> None:
         fusion.step(
             b.group_ids, b.wm_scores, observed(b.real_scores, fusion.select_anchors(b.group_ids))
         )
-    probe = np.linspace(0, 1, 7)
-    before_map, before_kappa = fusion.calibrator.transform(probe), fusion.kappa_estimator.kappa
+    before_kappa = fusion.kappa_estimator.kappa
     b = world.sample(rng)
     out = fusion.step(b.group_ids, b.wm_scores, np.full(32, np.nan))
-    np.testing.assert_array_equal(fusion.calibrator.transform(probe), before_map)
-    assert out.kappa == before_kappa
-    assert out.metrics["calibration_reason"] == "no anchor pairs this step"
+    assert out.kappa == before_kappa and out.metrics["n_anchor_groups"] == 0
+    assert np.isnan(out.metrics["anchor_gap"])
+
+
+def test_failed_anchors_age_the_calibration_window() -> None:
+    """Steps whose anchors all fail still count: after ``window`` of them no stale pair is
+    left at full weight (the window used to age only on steps that brought pairs)."""
+    fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0, window=4)
+    world = SyntheticWorld(num_groups=8, group_size=4)
+    rng = np.random.default_rng(0)
+    b = world.sample(rng)
+    fusion.step(
+        b.group_ids, b.wm_scores, observed(b.real_scores, fusion.select_anchors(b.group_ids))
+    )
+    probe = np.linspace(0.2, 1.0, 9)
+    fitted = fusion.calibrator.transform(probe)
+    assert len(fusion.calibrator.window_pairs()[0]) == 16
+    for _ in range(4):
+        b = world.sample(rng)
+        anchors = fusion.select_anchors(b.group_ids)
+        fusion.step(b.group_ids, b.wm_scores, np.full(32, np.nan), failed=anchors)
+    assert len(fusion.calibrator.window_pairs()[0]) == 0
+    np.testing.assert_allclose(fusion.calibrator.transform(probe), fitted)  # previous map
 
 
 def test_zero_real_variance_keeps_previous_kappa() -> None:
@@ -208,12 +242,41 @@ def test_forced_anchor_counts_as_certain_for_ppi() -> None:
     fusion = RewardFusion(method="ppi", anchor_fraction=0.25, seed=0, advantage_scaling="none")
     b = batch()
     anchors = fusion.select_anchors(b.group_ids)
-    forced = anchors.copy()
+    drawn_group = int(b.group_ids[np.flatnonzero(anchors)[0]])
     extra_group = int(b.group_ids[np.flatnonzero(~anchors)[0]])
-    forced[b.group_ids == extra_group] = True
+    forced = fusion.force_anchors(np.isin(b.group_ids, [drawn_group, extra_group]))
+    assert forced.sum() == anchors.sum() + 4
+    pi = fusion.inclusion_probabilities
+    assert (pi[np.isin(b.group_ids, [drawn_group, extra_group])] == 1.0).all()
     out = fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, forced))
-    in_extra = b.group_ids == extra_group
-    np.testing.assert_allclose(out.rewards[in_extra], b.real_scores[in_extra])  # pi = 1
+    for group in (drawn_group, extra_group):  # pi = 1, drawn or not: the real score itself
+        members = b.group_ids == group
+        np.testing.assert_allclose(out.rewards[members], b.real_scores[members])
+        assert (out.inclusion[members] == 1.0).all()
+    assert fusion.inclusion_probabilities is None  # the step ended the round
+
+
+def test_an_anchor_neither_drawn_nor_forced_is_refused() -> None:
+    """One source of truth for pi: an executed group that the fusion did not record is an
+    error, not silently ``pi = 1`` (and a drawn-and-forced group is 1, not its draw's pi)."""
+    fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
+    b = batch()
+    anchors = fusion.select_anchors(b.group_ids)
+    extra = anchors | (b.group_ids == b.group_ids[np.flatnonzero(~anchors)[0]])
+    with pytest.raises(ValueError, match="force_anchors"):
+        fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, extra))
+    with pytest.raises(ValueError, match="one source"):
+        fusion.step(
+            b.group_ids,
+            b.wm_scores,
+            observed(b.real_scores, anchors),
+            inclusion_probabilities=np.full(32, 0.25),
+        )
+    with pytest.raises(ValueError, match="differ"):
+        fusion.step(b.group_ids[::-1], b.wm_scores, observed(b.real_scores, anchors))
+    fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, anchors))  # still fusable
+    with pytest.raises(RuntimeError, match="select_anchors first"):
+        fusion.force_anchors(anchors)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -255,3 +318,29 @@ def test_string_group_ids_work() -> None:
     assert out.advantages[:3].sum() == pytest.approx(0) and out.advantages[
         3:
     ].sum() == pytest.approx(0)
+
+
+@pytest.mark.parametrize("method", ["wmrl", "ppi"])
+def test_resume_mid_round_is_bit_identical(method: str) -> None:
+    """State saved between select_anchors/force_anchors and step (the round's record, the
+    gate's and the monitor's windows) resumes bit-identically."""
+    world = SyntheticWorld(num_groups=16, group_size=4, drift_per_step=0.01)
+    rng = np.random.default_rng(1)
+    batches = [world.sample(rng, step) for step in range(24)]
+    straight = RewardFusion(method=method, anchor_fraction=0.25, seed=2)
+    paused = RewardFusion(method=method, anchor_fraction=0.25, seed=2)
+    for step, b in enumerate(batches):
+        outs = []
+        for fusion in (straight, paused):
+            fusion.select_anchors(b.group_ids, np.repeat(np.arange(16.0), 4))
+            anchors = fusion.force_anchors(b.group_ids == 0)
+            if fusion is paused and step % 5 == 3:
+                state = pickle.loads(pickle.dumps(fusion.state_dict()))
+                fusion = paused = RewardFusion(method=method, anchor_fraction=0.25, seed=99)
+                fusion.load_state_dict(state)
+            outs.append(fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, anchors)))
+        want, got = outs
+        np.testing.assert_array_equal(want.advantages, got.advantages)
+        np.testing.assert_array_equal(want.inclusion, got.inclusion)
+        np.testing.assert_equal(want.metrics, got.metrics)  # NaN equals NaN here
+    assert straight.gate.num_groups > 0 and straight.wm_weight == paused.wm_weight

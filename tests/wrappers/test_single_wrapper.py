@@ -89,6 +89,38 @@ def test_weights_follow_kappa() -> None:
     assert info["weight"] == pytest.approx(expected)
 
 
+def test_the_wrapper_learns_through_the_fusion() -> None:
+    """Calibration and kappa are the fusion's own sequence (observe_anchors), not a copy:
+    a RewardFusion fed the same anchor pairs ends with the same map and kappa."""
+    from wmrl_env.fusion import RewardFusion
+
+    env = bandit(p=0.5, world_model=NoisyWorldModel(noise=0.3), pairs_per_update=8)
+    twin = RewardFusion(method="wmrl", window=8, decay=0.8, min_pairs=8, centre_groups=False)
+    assert isinstance(env.fusion, RewardFusion)
+    env.reset(seed=3)
+    pairs = []
+    for _ in range(300):
+        env.reset()
+        _, _, _, _, info = env.step(env.action_space.sample())
+        if info["is_anchor"]:
+            pairs.append((info["wm_score"], info["real_score"]))
+        if len(pairs) == 8:
+            twin.observe_anchors(*(np.array(v) for v in zip(*pairs, strict=True)))
+            pairs = []
+    probe = np.linspace(0, 1, 11)
+    np.testing.assert_array_equal(
+        env.fusion.calibrator.transform(probe), twin.calibrator.transform(probe)
+    )
+    assert info["kappa"] == twin.kappa_estimator.kappa > 1.0
+
+
+def test_the_wrapper_needs_a_calibrating_fusion() -> None:
+    from wmrl_env.fusion import RewardFusion
+
+    with pytest.raises(ValueError, match="'wmrl' or 'debias'"):
+        bandit(fusion=RewardFusion(method="ppi"))
+
+
 def test_failed_real_step_falls_back_to_the_world_model() -> None:
     env = bandit(p=1.0, fail_action=2)
     env.reset(seed=0)

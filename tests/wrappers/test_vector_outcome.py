@@ -121,7 +121,6 @@ def test_rewards_equal_the_fusion_output(envs) -> None:
             info["real_score"],
             failed=info["exec_status"] == "error",
             wm_valid=info["wm_valid"],
-            inclusion_probabilities=np.where(info["is_anchor"], info["inclusion_probability"], 0),
         )
         np.testing.assert_array_equal(rewards, out.rewards)
         np.testing.assert_array_equal(info["advantage"], out.advantages)
@@ -336,3 +335,45 @@ def test_same_reset_seed_same_anchors() -> None:
         envs.close()
     np.testing.assert_array_equal(anchors[0], anchors[1])
     np.testing.assert_array_equal(anchors[0][0], anchors[0][2])
+
+
+class UncertainBanditModel(BanditWorldModel):
+    """Also returns a predictive std: large for context 0, small elsewhere."""
+
+    def predict(self, contexts, actions):
+        scores = super().predict(contexts, actions)
+        return scores, np.where(np.asarray(contexts) == 0, 0.5, 0.05)
+
+
+def test_uncertainty_driven_anchors_are_drawn_from_the_prediction(log) -> None:
+    from wmrl_env.fusion import uncertainty_priorities
+
+    envs = make_envs(log, world_model=UncertainBanditModel(PAYOFF), anchor_priority="uncertainty")
+    twin = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
+    obs, info = envs.reset(seed=4)
+    assert not info["is_anchor"].any()  # drawn at step, once the world model has spoken
+    twin.reseed([4, ANCHOR_STREAM])
+    actions = envs.action_space.sample()
+    _, rewards, _, _, info = envs.step(actions)
+    priorities = uncertainty_priorities(info["group_id"], np.where(obs == 0, 0.5, 0.05))
+    np.testing.assert_array_equal(
+        twin.select_anchors(info["group_id"], priorities), info["is_anchor"]
+    )
+    np.testing.assert_array_equal(
+        np.where(info["is_anchor"], twin.inclusion_probabilities, np.nan),
+        info["inclusion_probability"],
+    )
+    out = twin.step(info["group_id"], info["wm_score"], info["real_score"])
+    np.testing.assert_array_equal(rewards, out.rewards)
+    assert log.count("step") == info["is_anchor"].sum()
+    envs.close()
+
+
+def test_uncertainty_driven_anchors_need_a_std_and_an_outcome_task(log) -> None:
+    envs = make_envs(log, anchor_priority="uncertainty")
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="std"):
+        envs.step(envs.action_space.sample())
+    envs.close()
+    with pytest.raises(ValueError, match="anchor_priority"):
+        make_envs(log, anchor_priority="loudest")

@@ -4,26 +4,37 @@ Pure numpy/scipy: no torch, gymnasium or backend imports, so it can run anywhere
 """
 
 from wmrl_env.fusion.advantages import group_advantages
-from wmrl_env.fusion.anchors import inclusion_probabilities, select_anchor_groups
+from wmrl_env.fusion.anchors import (
+    inclusion_probabilities,
+    select_anchor_groups,
+    uncertainty_priorities,
+)
 from wmrl_env.fusion.calibration import CalibrationMap, CalibrationUpdate, OnlineCalibrator
+from wmrl_env.fusion.gate import WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights
+from wmrl_env.fusion.monitor import GapMonitor, RewardHackingWarning
 from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
-from wmrl_env.fusion.reward_fusion import METHODS, FusionOutput, RewardFusion
+from wmrl_env.fusion.reward_fusion import METHODS, AnchorFit, FusionOutput, RewardFusion
 
 __all__ = [
     "METHODS",
+    "AnchorFit",
     "CalibrationMap",
     "CalibrationUpdate",
     "FusionOutput",
+    "GapMonitor",
     "GroupIndex",
     "KappaEstimator",
     "OnlineCalibrator",
     "RewardFusion",
+    "RewardHackingWarning",
+    "WorldModelGate",
     "fusion_weights",
     "group_advantages",
     "inclusion_probabilities",
     "power_tuned_lambda",
     "rectified_rewards",
     "select_anchor_groups",
+    "uncertainty_priorities",
 ]

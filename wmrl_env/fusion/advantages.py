@@ -32,9 +32,22 @@ EPSILON = 1e-8
 
 
 def group_advantages(
-    rewards: np.ndarray, groups: GroupIndex, scaling: AdvantageScaling = "batch"
+    rewards: np.ndarray,
+    groups: GroupIndex,
+    scaling: AdvantageScaling = "batch",
+    scale_from: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Centre ``rewards`` within groups and scale; NaN rewards give 0."""
+    """Centre ``rewards`` within groups and scale; NaN rewards give 0.
+
+    ``scale_from`` (batch scaling only): the rewards whose centred standard deviation sets
+    the scale, when it should not be that of ``rewards`` themselves — PPI's anchor rewards
+    are scaled by ``1 / pi`` and would dominate it, shrinking every world-model group.
+
+    >>> groups = GroupIndex.from_ids([0, 0, 1, 1])
+    >>> group_advantages(np.array([10.0, -10.0, 1.0, -1.0]), groups,
+    ...                  scale_from=np.array([1.0, -1.0, 1.0, -1.0])).round(2).tolist()
+    [8.66, -8.66, 0.87, -0.87]
+    """
     if scaling not in SCALINGS:
         raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
     valid = ~np.isnan(rewards)
@@ -42,8 +55,13 @@ def group_advantages(
     if scaling == "none":
         return centred
     if scaling == "batch":
-        n_valid = int(valid.sum())
-        std = float(np.sqrt(np.sum(centred**2) / max(n_valid - 1, 1)))
+        if scale_from is None:
+            source, source_valid = centred, valid
+        else:
+            source_valid = ~np.isnan(scale_from)
+            source = groups.centre(scale_from, source_valid)
+        n_valid = int(source_valid.sum())
+        std = float(np.sqrt(np.sum(source**2) / max(n_valid - 1, 1)))
         return centred / std if std > EPSILON else centred
     counts = groups.count(valid)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from wmrl_env.fusion.groups import GroupIndex
+
 
 def num_anchor_groups(num_groups: int, fraction: float, minimum: int) -> int:
     """``round(fraction * M)``, at least ``minimum``, at most ``M``.
@@ -91,3 +93,24 @@ def select_anchor_groups(
     chosen = np.zeros(num_groups, dtype=bool)
     chosen[order[hits]] = True
     return chosen, pi
+
+
+def uncertainty_priorities(group_ids: np.ndarray, wm_std: np.ndarray) -> np.ndarray:
+    """Per-trajectory anchor priorities from the world model's predictive std: each group's
+    expected absolute error ``E|r - s| = sqrt(2 / pi) * sqrt(mean_g std^2)`` (Gaussian
+    predictive distribution), constant within the group. A non-finite std (an invalid
+    prediction) counts as the batch's largest finite one.
+
+    >>> uncertainty_priorities(np.array([0, 0, 1, 1]), np.array([0.1, 0.1, 0.3, np.nan])).round(3)
+    array([0.08 , 0.08 , 0.239, 0.239])
+    """
+    groups = GroupIndex.from_ids(group_ids)
+    std = np.asarray(wm_std, dtype=np.float64)
+    if std.shape != groups.inverse.shape:
+        raise ValueError(f"wm_std has shape {std.shape}, expected {groups.inverse.shape}")
+    finite = np.isfinite(std)
+    if (std[finite] < 0).any():
+        raise ValueError("wm_std must be non-negative")
+    fill = float(std[finite].max()) if finite.any() else 1.0
+    std = np.where(finite, std, fill)
+    return groups.broadcast(math.sqrt(2.0 / math.pi) * np.sqrt(groups.mean(std**2)))

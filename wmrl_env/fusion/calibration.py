@@ -274,13 +274,14 @@ class OnlineCalibrator:
         positions = window.add(s, r, n_current_groups)
         ws, wr = window.scores, window.reals
         ww = (self.decay ** np.arange(self.window, dtype=np.float64))[window.ages()]
-        rho = spearman(*window.newest(at_least=4096)) if len(window) > 1 else float("nan")
+        newest = window.newest(at_least=SPEARMAN_PAIRS)
+        rho = _sorted_spearman(ws, wr, newest)
         tie = TieBreak.for_data(ws, wr, self.tie_break) if ws.size else None
 
         reason = self._reason_not_to_fit(ws, window.num_groups, rho)
         if not reason:
             fallback, chosen = None, fit_isotonic_sorted(ws, wr, ww, tie)
-            cross_fitted = self._cross_fit(s, dense, positions, ww, tie, previous)
+            cross_fitted = self._cross_fit(s, dense, positions, ww, tie, previous, newest)
         else:
             fallback, chosen = self._fallback(ws, wr, ww, tie, previous, reason)
             # a previous map or the identity never saw this step's data; an affine fallback
@@ -358,28 +359,48 @@ class OnlineCalibrator:
         weights: np.ndarray,
         tie: TieBreak,
         previous: CalibrationMap | None,
+        newest: np.ndarray,
     ) -> np.ndarray:
         """For this step's pairs, predictions of maps fitted without the pair's fold.
 
-        The window is sorted once; each fold is a boolean mask over it, so no fold sorts.
+        Each fold's map passes the same guards as the main one (``min_pairs``, ``min_groups``,
+        a positive rank correlation) on the data it keeps, and falls back the same way
+        (previous map, then an affine fit); with neither, that fold's predictions stay
+        unknown (NaN). The window is sorted once; each fold is a boolean mask over it.
         """
         out = np.full(s.size, np.nan)
         if s.size == 0:
             return out
         ws, wr = self._window.scores, self._window.reals
-        n_folds = min(self.n_folds, int(dense.max()) + 1)
+        n_current = int(dense.max()) + 1
+        n_folds = min(self.n_folds, n_current)
         fold_of_pair = dense % n_folds
         fold_in_window = np.full(ws.size, -1)
         fold_in_window[positions] = fold_of_pair
         for fold in range(n_folds):
             keep = fold_in_window != fold
             held_out = fold_of_pair == fold
-            kept = ws[keep]
-            if kept.size >= 2 and kept[0] != kept[-1]:
-                fold_map = fit_isotonic_sorted(kept, wr[keep], weights[keep], tie)
+            kept_s, kept_r, kept_w = ws[keep], wr[keep], weights[keep]
+            groups_in_fold = int(np.unique(dense[held_out]).size)
+            rho = _sorted_spearman(kept_s, kept_r, newest[keep])
+            reason = self._reason_not_to_fit(kept_s, self._window.num_groups - groups_in_fold, rho)
+            if not reason:
+                fold_map = fit_isotonic_sorted(kept_s, kept_r, kept_w, tie)
             elif previous is not None:
                 fold_map = previous
             else:
-                continue  # no out-of-sample map for this fold: its residuals stay unknown
-            out[held_out] = fold_map(s[held_out])
+                fold_map = fit_affine(kept_s, kept_r, kept_w, tie) if kept_s.size >= 2 else None
+            if fold_map is not None:  # else no out-of-sample map: the residuals stay unknown
+                out[held_out] = fold_map(s[held_out])
         return out
+
+
+SPEARMAN_PAIRS = 4096  # the window's rank correlation uses at least this many newest pairs
+
+
+def _sorted_spearman(sorted_scores: np.ndarray, reals: np.ndarray, mask: np.ndarray) -> float:
+    """Spearman of the masked pairs of score-sorted arrays (NaN with fewer than 2)."""
+    if int(mask.sum()) < 2:
+        return float("nan")
+    s = sorted_scores[mask]
+    return spearman(s, reals[mask], s_order=np.arange(s.size))

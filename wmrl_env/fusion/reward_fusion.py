@@ -40,13 +40,18 @@ import numpy as np
 from wmrl_env.fusion.advantages import SCALINGS, AdvantageScaling, group_advantages
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
 from wmrl_env.fusion.calibration import CalibrationUpdate, OnlineCalibrator
+from wmrl_env.fusion.gate import WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights, within_group_variances
+from wmrl_env.fusion.monitor import GapMonitor, GapReading
 from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
+from wmrl_env.fusion.selection import AnchorRecord
 
 METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
 CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
 WEIGHTED_METHODS = ("denoise", "wmrl")
+GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anchors' evidence
+GATES: tuple[str, ...] = ("evidence", "off")
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class FusionOutput:
         weights: positive fusion weights with mean 1, already folded into ``advantages``.
         calibrated: the calibrated world-model score ``f(s)`` (NaN where ``s`` is invalid).
         is_anchor: whether the trajectory's group was executed for real.
+        inclusion: the inclusion probability of each anchor's group (NaN elsewhere).
         kappa: the smoothed variance ratio in use.
         metrics: diagnostics for logging (see :meth:`RewardFusion.step`).
     """
@@ -68,8 +74,30 @@ class FusionOutput:
     weights: np.ndarray
     calibrated: np.ndarray
     is_anchor: np.ndarray
+    inclusion: np.ndarray
     kappa: float
     metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AnchorFit:
+    """What :meth:`RewardFusion.observe_anchors` learnt from one step's anchor pairs.
+
+    Attributes:
+        update: the calibrator's update (``None`` for a fusion that does not calibrate).
+        cross_fitted: per pair, ``f_{-fold}(s)`` (NaN where no out-of-sample map existed).
+        known: per pair, whether ``cross_fitted`` is known.
+        variances: pooled ``(sigma2_e, sigma2_r, dof)`` of the known pairs.
+        gap: mean ``cross_fitted - real`` over the known pairs (NaN when none).
+        monitor: the reward-hacking monitor's reading after this gap.
+    """
+
+    update: CalibrationUpdate | None
+    cross_fitted: np.ndarray
+    known: np.ndarray
+    variances: tuple[float, float, int]
+    gap: float
+    monitor: GapReading
 
 
 @dataclass(frozen=True)
@@ -97,6 +125,16 @@ class RewardFusion:
         window, decay, min_pairs, n_folds: calibration (see :class:`OnlineCalibrator`).
         kappa_max, kappa_smoothing: denoising (see :class:`KappaEstimator`).
         uniform_mix: share of uniform probability in priority-driven anchor selection.
+        wm_gate: ``"evidence"`` (default): the world model's weight ``lam`` (``wmrl``: its
+            groups' calibrated scores are shrunk to ``lam * f(s)``; ``ppi``: the power-tuning
+            ``lam``) is the lower confidence bound of the regression slope of real on
+            calibrated centred scores pooled over ``gate_window`` steps
+            (:class:`WorldModelGate`), 0 without clear evidence. ``"off"``: ``wmrl`` uses
+            ``lam = 1`` and ``ppi`` the slope of the current step alone (the earlier design).
+        gate_window, gate_alpha: steps pooled and one-sided level of the gate's bound.
+        monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
+        centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
+            one, e.g. a single-env wrapper).
     """
 
     def __init__(
@@ -113,6 +151,12 @@ class RewardFusion:
         kappa_max: float = 10.0,
         kappa_smoothing: float = 0.3,
         uniform_mix: float = 0.5,
+        wm_gate: str = "evidence",
+        gate_window: int = 16,
+        gate_alpha: float = 0.05,
+        monitor_window: int = 16,
+        monitor_alpha: float = 0.001,
+        centre_groups: bool = True,
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -122,25 +166,42 @@ class RewardFusion:
             raise ValueError(f"min_anchor_groups must be >= 0, got {min_anchor_groups}")
         if advantage_scaling not in SCALINGS:
             raise ValueError(f"advantage_scaling must be one of {SCALINGS}")
+        if wm_gate not in GATES:
+            raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
         self.method = method
         self.anchor_fraction = anchor_fraction
         self.min_anchor_groups = min_anchor_groups
         self.advantage_scaling = advantage_scaling
         self.uniform_mix = uniform_mix
+        self.wm_gate = wm_gate
         self.calibrator = OnlineCalibrator(
             window=window, decay=decay, min_pairs=min_pairs, n_folds=n_folds
         )
-        self.kappa_estimator = KappaEstimator(kappa_max=kappa_max, smoothing=kappa_smoothing)
-        self.ppi_lambda = 1.0
+        self.kappa_estimator = KappaEstimator(
+            kappa_max=kappa_max, smoothing=kappa_smoothing, centre=centre_groups
+        )
+        self.gate = WorldModelGate(window=gate_window, alpha=gate_alpha)
+        self.monitor = GapMonitor(window=monitor_window, alpha=monitor_alpha)
+        self.step_lambda = 1.0  # wm_gate="off", ppi: the last per-step power-tuned lambda
         self.step_count = 0
         self._rng = np.random.default_rng(seed)
-        # (group ids, per-trajectory pi, per-trajectory chosen mask) of the last draw
-        self._last_selection: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._record: AnchorRecord | None = None  # the anchors of the round in progress
 
     @property
-    def last_inclusion_probabilities(self) -> np.ndarray | None:
-        """Per-trajectory inclusion probability of the last :meth:`select_anchors`."""
-        return None if self._last_selection is None else self._last_selection[1].copy()
+    def wm_weight(self) -> float:
+        """The world model's weight ``lam`` the next step will use (see ``wm_gate``)."""
+        if self.method not in GATED_METHODS:
+            return 1.0
+        if self.wm_gate == "evidence":
+            return self.gate.weight
+        return self.step_lambda if self.method == "ppi" else 1.0
+
+    @property
+    def inclusion_probabilities(self) -> np.ndarray | None:
+        """Per trajectory, the inclusion probability of its group in the round in progress
+        (after :meth:`select_anchors` / :meth:`force_anchors`; 0 for groups not anchored);
+        ``None`` when no round is in progress."""
+        return None if self._record is None else self._record.per_trajectory_pi()
 
     def reseed(self, seed: int | Sequence[int] | None) -> None:
         """Restart the anchor draw from ``seed`` (e.g. on an env's ``reset(seed=...)``)."""
@@ -149,11 +210,12 @@ class RewardFusion:
     def select_anchors(
         self, group_ids: Sequence[Any] | np.ndarray, group_priorities: np.ndarray | None = None
     ) -> np.ndarray:
-        """Choose whole groups to execute for real; returns a bool mask per trajectory.
+        """Start a round: choose whole groups to execute for real; a bool mask per trajectory.
 
         ``group_priorities`` (per trajectory, constant within a group, ``>= 0``) makes groups
-        with a higher priority (e.g. predicted error) likelier anchors; without it the draw
-        is uniform. Method ``"real"`` anchors every group, ``"wm"`` none.
+        with a higher priority (e.g. predicted error, :func:`uncertainty_priorities`) likelier
+        anchors; without it the draw is uniform. Method ``"real"`` anchors every group, ``"wm"``
+        none. The draw and its inclusion probabilities are recorded for :meth:`step`.
         """
         groups = GroupIndex.from_ids(group_ids)
         m = groups.num_groups
@@ -171,9 +233,17 @@ class RewardFusion:
                     raise ValueError("group_priorities must be constant within each group")
             n_anchor = num_anchor_groups(m, self.anchor_fraction, self.min_anchor_groups)
             chosen, pi = select_anchor_groups(m, n_anchor, self._rng, priorities, self.uniform_mix)
-        mask = groups.broadcast(chosen)
-        self._last_selection = (np.asarray(group_ids).copy(), groups.broadcast(pi), mask)
-        return mask.copy()
+        self._record = AnchorRecord.draw(group_ids, chosen, pi)
+        return groups.broadcast(chosen)
+
+    def force_anchors(self, trajectories: np.ndarray) -> np.ndarray:
+        """Anchor every group holding a ``True`` entry (per trajectory of the round started by
+        :meth:`select_anchors`) with certainty, ``pi = 1`` — e.g. a group whose world-model
+        prediction is invalid, executed whether drawn or not. Returns the round's anchors
+        per trajectory."""
+        if self._record is None:
+            raise RuntimeError("force_anchors needs a round: call select_anchors first")
+        return self._record.force(trajectories)
 
     def step(
         self,
@@ -185,63 +255,108 @@ class RewardFusion:
         wm_valid: np.ndarray | None = None,
         inclusion_probabilities: np.ndarray | None = None,
     ) -> FusionOutput:
-        """Fuse one batch. ``real_scores`` is NaN where a trajectory was not executed.
+        """Fuse one batch and end the round. ``real_scores`` is NaN where not executed.
+
+        Inclusion probabilities come from the round's :meth:`select_anchors` /
+        :meth:`force_anchors` (a group with real scores that was neither drawn nor forced is
+        an error); without a round, from ``inclusion_probabilities`` (anchors drawn by the
+        caller), else uniform ``m / M`` (a simple random sample of groups).
 
         ``metrics`` holds: ``n_groups``, ``n_anchor_groups``, ``n_anchor_trajectories``,
-        ``n_failed``, ``n_pairs`` (calibration window), ``spearman`` (window),
-        ``calibration_fallback`` and ``calibration_reason``, ``residual_mse`` (cross-fitted,
-        this step's anchors), ``residual_var``/``real_var`` (within-group), ``kappa``,
-        ``kappa_raw``, ``anchor_gap`` (mean cross-fitted calibrated minus real score on
-        anchors: positive means the world model over-scores, the reward-hacking signal),
-        ``ppi_lambda`` and ``reward_mean``.
+        ``n_failed``, ``n_wm_invalid``, ``n_pairs`` (calibration window), ``spearman``
+        (window), ``calibration_fallback`` and ``calibration_reason``, ``residual_mse``
+        (cross-fitted, this step's anchors), ``residual_var``/``real_var`` (within-group),
+        ``kappa``, ``kappa_raw``, ``wm_weight`` (the world model's weight ``lam`` used this
+        step), ``wm_weight_estimate`` / ``wm_weight_se`` (the pooled slope behind the next
+        one), ``anchor_gap`` (mean cross-fitted calibrated minus real score on anchors:
+        positive means the world model over-scores), ``anchor_gap_trend`` /
+        ``anchor_gap_trend_t`` (its slope per step over the monitor's window and t statistic),
+        ``hacking_alarm`` (1 while the gap trends upward beyond its noise) and
+        ``reward_mean``.
         """
         batch = self._validate(
             group_ids, wm_scores, real_scores, failed, wm_valid, inclusion_probabilities
         )
+        # lam and (for exact PPI) the map come from earlier steps only, so they are
+        # independent of this step's anchor draw
+        lam = self.wm_weight
+        exact_ppi = self.method == "ppi" and self.wm_gate == "evidence"
+        prior_map = self.calibrator.map
         pair = batch.is_anchor & ~batch.failed & batch.wm_valid
-        update = None
-        if batch.wm is not None and pair.any():
-            update = self.calibrator.update(
-                batch.wm[pair], batch.real[pair], batch.groups.inverse[pair]
-            )
+        fit = None
+        if batch.wm is not None and self.method != "wm":  # every step ages the window
+            fit = self.observe_anchors(batch.wm[pair], batch.real[pair], batch.groups.inverse[pair])
         calibrated = np.full(batch.real.shape, np.nan)
         if batch.wm is not None:
-            calibrated[batch.wm_valid] = self.calibrator.transform(batch.wm[batch.wm_valid])
-
+            current = prior_map if exact_ppi else self.calibrator.map
+            calibrated[batch.wm_valid] = current(batch.wm[batch.wm_valid])
         cross_fitted = np.full(batch.real.shape, np.nan)
-        if update is not None:
-            cross_fitted[pair] = update.cross_fitted
+        if fit is not None:
+            cross_fitted[pair] = fit.cross_fitted
         known = pair & ~np.isnan(cross_fitted)
-        crossfit_variances = within_group_variances(
-            batch.real[known] - cross_fitted[known], batch.real[known], batch.groups.inverse[known]
-        )
-        if self.method == "denoise":  # the raw world model is the stream being weighed
-            residuals = batch.real[pair] - batch.wm[pair]
-            self.kappa_estimator.update(residuals, batch.real[pair], batch.groups.inverse[pair])
-        else:
-            residuals = batch.real[known] - cross_fitted[known]
-            if self.method == "wmrl":
-                self.kappa_estimator.fold_in(*crossfit_variances)
+        if self.method == "ppi" and self.wm_gate == "off":
+            step_lambda = power_tuned_lambda(
+                batch.real[known], cross_fitted[known], batch.groups.inverse[known]
+            )
+            self.step_lambda = self.step_lambda if step_lambda is None else step_lambda
+            lam = self.step_lambda
+        # PPI's rectifier: the prior map (exact), else the cross-fitted prediction where known
+        rectifier = calibrated if exact_ppi else np.where(known, cross_fitted, calibrated)
 
-        rewards = self._rewards(batch, calibrated, cross_fitted, known)
+        rewards = self._rewards(batch, calibrated, rectifier, lam)
         if self.method in WEIGHTED_METHODS:
             weights = fusion_weights(batch.is_anchor, self.kappa_estimator.kappa)
         else:
             weights = np.ones(batch.real.shape)
-        advantages = group_advantages(rewards, batch.groups, self.advantage_scaling) * weights
+        scale_from = self._natural_rewards(batch, calibrated)
+        advantages = group_advantages(rewards, batch.groups, self.advantage_scaling, scale_from)
+        advantages *= weights
         self.step_count += 1
-        metrics = self._metrics(
-            batch, update, residuals, cross_fitted, known, rewards, crossfit_variances
-        )
+        self._record = None
+        residuals = batch.real[known] - cross_fitted[known]
+        if self.method == "denoise":
+            residuals = batch.real[pair] - batch.wm[pair]
+        metrics = self._metrics(batch, fit, residuals, rewards, lam)
         return FusionOutput(
             rewards=rewards,
             advantages=advantages,
             weights=weights,
             calibrated=calibrated,
             is_anchor=batch.is_anchor,
+            inclusion=np.where(batch.is_anchor, batch.pi, np.nan),
             kappa=self.kappa_estimator.kappa,
             metrics=metrics,
         )
+
+    def observe_anchors(
+        self,
+        wm_scores: np.ndarray,
+        real_scores: np.ndarray,
+        groups: np.ndarray | None = None,
+    ) -> AnchorFit:
+        """Learn from one step's anchor pairs: calibrate, cross-fit, update ``kappa``, the
+        world model's weight and the reward-hacking monitor. :meth:`step` calls it; call it
+        directly where the rewards are assembled elsewhere (a single-env wrapper).
+
+        ``groups`` labels each pair's group (default: each pair its own group). No pairs
+        still counts as a step: the calibration window and the gate's window age.
+        """
+        wm = np.asarray(wm_scores, dtype=np.float64)
+        real = np.asarray(real_scores, dtype=np.float64)
+        labels = np.arange(wm.size) if groups is None else np.asarray(groups)
+        update = self.calibrator.update(wm, real, labels)
+        cross_fitted = update.cross_fitted
+        known = ~np.isnan(cross_fitted)
+        r, f, g = real[known], cross_fitted[known], labels[known]
+        variances = within_group_variances(r - f, r, g, self.kappa_estimator.centre)
+        if self.method == "denoise":  # the raw world model is the stream being weighed
+            self.kappa_estimator.update(real - wm, real, labels)
+        elif self.method == "wmrl":
+            self.kappa_estimator.fold_in(*variances)
+        self.gate.update(r, f, g)
+        gap = float(np.mean(f - r)) if r.size else float("nan")
+        reading = self.monitor.update(gap)
+        return AnchorFit(update, cross_fitted, known, variances, gap, reading)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue bit-identically (pickle- and torch.save-friendly)."""
@@ -249,10 +364,12 @@ class RewardFusion:
             "method": self.method,
             "calibrator": self.calibrator.state_dict(),
             "kappa": self.kappa_estimator.state_dict(),
-            "ppi_lambda": self.ppi_lambda,
+            "gate": self.gate.state_dict(),
+            "monitor": self.monitor.state_dict(),
+            "step_lambda": self.step_lambda,
             "step_count": self.step_count,
             "rng": self._rng.bit_generator.state,
-            "last_selection": self._last_selection,
+            "record": None if self._record is None else self._record.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -260,15 +377,17 @@ class RewardFusion:
             raise ValueError(f"state is for method {state['method']!r}, not {self.method!r}")
         self.calibrator.load_state_dict(state["calibrator"])
         self.kappa_estimator.load_state_dict(state["kappa"])
-        self.ppi_lambda = float(state["ppi_lambda"])
+        self.gate.load_state_dict(state["gate"])
+        self.monitor.load_state_dict(state["monitor"])
+        self.step_lambda = float(state["step_lambda"])
         self.step_count = int(state["step_count"])
         self._rng.bit_generator.state = state["rng"]
-        selection = state["last_selection"]
-        self._last_selection = None if selection is None else tuple(np.array(a) for a in selection)
+        record = state["record"]
+        self._record = None if record is None else AnchorRecord.from_state_dict(record)
 
     # ------------------------------------------------------------------ internals
     def _rewards(
-        self, batch: _Batch, calibrated: np.ndarray, cross_fitted: np.ndarray, known: np.ndarray
+        self, batch: _Batch, calibrated: np.ndarray, rectifier: np.ndarray, lam: float
     ) -> np.ndarray:
         real = np.where(batch.failed, np.nan, batch.real)
         if self.method == "real":
@@ -276,35 +395,38 @@ class RewardFusion:
         if self.method == "wm":
             return batch.wm.copy()
         if self.method == "ppi":
-            lam = power_tuned_lambda(
-                batch.real[known], cross_fitted[known], batch.groups.inverse[known]
-            )
-            self.ppi_lambda = self.ppi_lambda if lam is None else lam
-            # an anchor without an out-of-sample prediction falls back to the current map
-            rectifier = np.where(np.isnan(cross_fitted), calibrated, cross_fitted)
-            rewards = rectified_rewards(
-                calibrated, rectifier, real, batch.is_anchor, batch.pi, self.ppi_lambda
-            )
+            rewards = rectified_rewards(calibrated, rectifier, real, batch.is_anchor, batch.pi, lam)
             # an anchor whose world-model score is invalid has nothing to rectify with
             return np.where(batch.is_anchor & ~batch.wm_valid, real / batch.pi, rewards)
+        wm_stream = batch.wm if self.method == "denoise" else calibrated
+        if self.method == "wmrl":
+            wm_stream = lam * wm_stream  # centred in its group: the shrunk prediction lam * f~
+        return np.where(batch.is_anchor, real, wm_stream)
+
+    def _natural_rewards(self, batch: _Batch, calibrated: np.ndarray) -> np.ndarray | None:
+        """The rewards whose spread sets the batch scale of the advantages: real on anchors,
+        the (calibrated) world model elsewhere — neither ``1 / pi`` nor the gate rescales
+        them, so neither changes the size of a world-model group's advantages."""
+        if self.method in ("real", "wm"):
+            return None
+        real = np.where(batch.failed, np.nan, batch.real)
         wm_stream = batch.wm if self.method == "denoise" else calibrated
         return np.where(batch.is_anchor, real, wm_stream)
 
     def _metrics(
         self,
         batch: _Batch,
-        update: CalibrationUpdate | None,
+        fit: AnchorFit | None,
         residuals: np.ndarray,
-        cross_fitted: np.ndarray,
-        known: np.ndarray,
         rewards: np.ndarray,
-        crossfit_variances: tuple[float, float, int],
+        lam: float,
     ) -> dict[str, Any]:
         anchor_groups = int(batch.groups.count(batch.is_anchor).astype(bool).sum())
         estimator = self.kappa_estimator
-        with np.errstate(invalid="ignore"):
-            gap = cross_fitted[known] - batch.real[known]
-        residual_var, real_var, _ = crossfit_variances
+        update = fit.update if fit is not None else None
+        nan = float("nan")
+        residual_var, real_var, _ = fit.variances if fit is not None else (nan, nan, 0)
+        monitor = fit.monitor if fit is not None else GapReading(nan, nan, False)
         return {
             "step": self.step_count,
             "n_groups": batch.groups.num_groups,
@@ -313,16 +435,21 @@ class RewardFusion:
             "n_failed": int(batch.failed.sum()),
             "n_wm_invalid": int((~batch.wm_valid).sum()),
             "n_pairs": update.n_pairs if update else 0,
-            "spearman": update.spearman if update else float("nan"),
+            "spearman": update.spearman if update else nan,
             "calibration_fallback": update.fallback if update else "previous",
-            "calibration_reason": update.reason if update else "no anchor pairs this step",
-            "residual_mse": float(np.mean(residuals**2)) if residuals.size else float("nan"),
+            "calibration_reason": update.reason if update else "no calibration",
+            "residual_mse": float(np.mean(residuals**2)) if residuals.size else nan,
             "residual_var": residual_var,
             "real_var": real_var,
             "kappa": estimator.kappa,
             "kappa_raw": estimator.raw,
-            "anchor_gap": float(np.mean(gap)) if gap.size else float("nan"),
-            "ppi_lambda": self.ppi_lambda,
+            "wm_weight": lam,
+            "wm_weight_estimate": self.gate.estimate,
+            "wm_weight_se": self.gate.standard_error,
+            "anchor_gap": fit.gap if fit is not None else nan,
+            "anchor_gap_trend": monitor.trend,
+            "anchor_gap_trend_t": monitor.t_statistic,
+            "hacking_alarm": int(monitor.alarm),
             "reward_mean": float(np.nanmean(rewards)) if (~np.isnan(rewards)).any() else 0.0,
         }
 
@@ -377,45 +504,51 @@ class RewardFusion:
                 "a world-model prediction marked invalid (wm_valid=False) is in a group that "
                 "was not executed: execute that group for real"
             )
-        pi = self._inclusion(group_ids, groups, is_anchor, inclusion_probabilities)
+        pi = self._inclusion(group_ids, groups, anchored, inclusion_probabilities)
         return _Batch(groups, wm, real, failed, wm_valid, is_anchor, pi)
 
     def _inclusion(
         self,
         group_ids: Sequence[Any] | np.ndarray,
         groups: GroupIndex,
-        is_anchor: np.ndarray,
+        anchored: np.ndarray,
         given: np.ndarray | None,
     ) -> np.ndarray:
-        """Per-trajectory inclusion probability of each anchored group.
-
-        Order of precedence: ``given``; the last :meth:`select_anchors` for these group ids
-        (a group anchored outside that draw, e.g. forced because its prediction was invalid,
-        counts as certain, ``pi = 1``); else uniform ``m / M``.
-        """
+        """Per-trajectory inclusion probability of each anchored group (see :meth:`step`)."""
         n = groups.inverse.size
+        record = self._record
         if given is not None:
+            if record is not None:
+                raise ValueError(
+                    "inclusion_probabilities were passed, but select_anchors recorded this "
+                    "round's: use one source (force_anchors for groups executed with certainty)"
+                )
             pi = _as_float("inclusion_probabilities", given, n)
-        elif self._last_selection is not None and _same_ids(self._last_selection[0], group_ids):
-            _, selected_pi, selected = self._last_selection
-            if self.method == "ppi" and (selected & ~is_anchor).any():
+        elif record is not None:
+            if not record.matches(group_ids):
+                raise ValueError(
+                    "group_ids differ from those of the last select_anchors: step() must fuse "
+                    "the batch whose anchors were drawn"
+                )
+            unrecorded = anchored & ~record.anchored
+            if unrecorded.any():
+                raise ValueError(
+                    f"group {groups.ids[np.flatnonzero(unrecorded)[0]]!r} has real scores but "
+                    "was neither drawn by select_anchors nor forced: call force_anchors for "
+                    "groups executed outside the draw"
+                )
+            if self.method == "ppi" and (record.anchored & ~anchored).any():
                 raise ValueError(
                     "a group chosen by select_anchors has no real score: PPI needs every "
                     "selected group executed (mark failures with failed=True)"
                 )
-            pi = np.where(is_anchor & ~selected, 1.0, selected_pi)
+            pi = record.per_trajectory_pi()
         else:
-            m = int(groups.count(is_anchor).astype(bool).sum())
-            pi = np.full(n, m / groups.num_groups)
-        anchored_pi = pi[is_anchor]
+            pi = np.full(n, int(anchored.sum()) / groups.num_groups)
+        anchored_pi = pi[groups.broadcast(anchored)]
         if anchored_pi.size and not ((anchored_pi > 0) & (anchored_pi <= 1)).all():
             raise ValueError("inclusion probabilities of anchored groups must be in (0, 1]")
         return pi
-
-
-def _same_ids(a: np.ndarray, b: Sequence[Any] | np.ndarray) -> bool:
-    b = np.asarray(b)
-    return a.shape == b.shape and bool(np.all(a == b))
 
 
 def _check_length(name: str, array: np.ndarray, n: int) -> None:

@@ -74,13 +74,13 @@ class SortedPairWindow:
         positions[order] = slots
         return positions
 
-    def newest(self, at_least: int) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs (in sorted order) of the newest steps that hold at least ``at_least`` pairs."""
+    def newest(self, at_least: int) -> np.ndarray:
+        """Mask (in sorted order) of the pairs of the newest steps that hold at least
+        ``at_least`` pairs."""
         ages = self.ages()
         counts = np.bincount(ages, minlength=self.steps)
         covered = np.searchsorted(np.cumsum(counts), min(at_least, len(self)))
-        mask = ages <= covered
-        return self.scores[mask], self.reals[mask]
+        return ages <= covered
 
     def state_dict(self) -> dict[str, Any]:
         return {

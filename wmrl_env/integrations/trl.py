@@ -5,8 +5,10 @@ call it
 
 1. scores every completion with a world model (one batched ``predict``),
 2. groups the completions by prompt (a GRPO group),
-3. picks anchor groups with :meth:`RewardFusion.select_anchors`, adds every group holding an
-   invalid world-model prediction (NaN, out of range, unparseable: never passed on), and
+3. picks anchor groups with :meth:`RewardFusion.select_anchors` (uniformly, or with
+   ``anchor_priority="uncertainty"`` by the world model's predictive std), forces every group
+   holding an invalid world-model prediction (NaN, out of range, unparseable: never passed
+   on) with :meth:`RewardFusion.force_anchors`, and
    executes the anchors for real through an :class:`~wmrl_env.executors.base.Executor`
    (``to_job(prompt, completion, **columns) -> Job``),
 4. fuses both streams with :class:`~wmrl_env.fusion.RewardFusion` and returns one value per
@@ -46,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.executors.base import ExecResult, Executor
-from wmrl_env.fusion import FusionOutput, RewardFusion
+from wmrl_env.fusion import FusionOutput, RewardFusion, uncertainty_priorities
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.base import Prediction, WorldModel, as_prediction
 
@@ -102,6 +104,8 @@ class WorldModelReward:
         score_range: world-model scores outside it are flagged invalid.
         update_world_model: after each call, feed the anchors' real scores to the world
             model's ``update()`` (if it has one).
+        anchor_priority: ``"uniform"`` or ``"uncertainty"`` (anchor groups drawn with
+            priorities from the world model's std, :func:`~wmrl_env.fusion.uncertainty_priorities`).
     """
 
     __name__ = "wmrl"  # TRL names a reward function's metrics after it
@@ -118,7 +122,12 @@ class WorldModelReward:
         num_generations: int | None = None,
         score_range: tuple[float, float] | None = None,
         update_world_model: bool = False,
+        anchor_priority: str = "uniform",
     ) -> None:
+        if anchor_priority not in ("uniform", "uncertainty"):
+            raise ValueError(
+                f"anchor_priority must be 'uniform' or 'uncertainty', got {anchor_priority!r}"
+            )
         if num_generations is not None and num_generations < 1:
             raise ValueError(f"num_generations must be >= 1, got {num_generations}")
         self.world_model = world_model
@@ -130,6 +139,7 @@ class WorldModelReward:
         self.num_generations = num_generations
         self.score_range = score_range
         self.update_world_model = update_world_model
+        self.anchor_priority = anchor_priority
         self.n_calls = 0
         self.n_scored = 0
         self.n_executed = 0
@@ -154,7 +164,7 @@ class WorldModelReward:
         prediction = as_prediction(
             self.world_model.predict(contexts, artifacts), n=n, score_range=self.score_range
         )
-        is_anchor, pi = self._anchors(group_ids, prediction.valid)
+        is_anchor = self._anchors(group_ids, prediction)
         real, failed, results = self._execute(
             prompts, completions, rows, np.flatnonzero(is_anchor), prediction, step
         )
@@ -164,7 +174,6 @@ class WorldModelReward:
             real,
             failed=failed,
             wm_valid=prediction.valid,
-            inclusion_probabilities=pi,
         )
         returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
         if self.update_world_model and hasattr(self.world_model, "update"):
@@ -199,13 +208,16 @@ class WorldModelReward:
                 )
         return np.arange(len(keys)) // g
 
-    def _anchors(self, group_ids: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Drawn anchor groups plus every group with an invalid prediction (pi = 1 there)."""
-        drawn = self.fusion.select_anchors(group_ids)
-        pi = self.fusion.last_inclusion_probabilities
-        invalid_groups = np.unique(group_ids[~valid])
-        forced = np.isin(group_ids, invalid_groups)
-        return drawn | forced, np.where(forced, 1.0, pi)
+    def _anchors(self, group_ids: np.ndarray, prediction: Prediction) -> np.ndarray:
+        """Drawn anchor groups plus every group with an invalid prediction (forced, pi = 1);
+        the fusion records the inclusion probabilities."""
+        priorities = None
+        if self.anchor_priority == "uncertainty":
+            if prediction.std is None:
+                raise ValueError("anchor_priority='uncertainty' needs a world model with a std")
+            priorities = uncertainty_priorities(group_ids, prediction.std)
+        self.fusion.select_anchors(group_ids, priorities)
+        return self.fusion.force_anchors(~prediction.valid)
 
     def _execute(
         self,

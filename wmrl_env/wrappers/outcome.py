@@ -3,10 +3,12 @@
 Data flow of ``step(actions)``:
 
 1. the anchor groups' members are submitted to the real env (non-blocking: they run while
-   the world model works), each starting exactly like its group;
+   the world model works), each starting exactly like its group; with uncertainty-driven
+   anchors (``anchor_priority="uncertainty"``) the world model predicts first and the fusion
+   draws the anchors with priorities from its std (:func:`~wmrl_env.fusion.uncertainty_priorities`);
 2. one batched ``world_model.predict(contexts, artifacts)`` scores every env;
 3. groups with an invalid prediction (NaN, inf, out of range) are executed for real too, as
-   anchors with inclusion probability 1;
+   anchors with inclusion probability 1 (``RewardFusion.force_anchors``);
 4. the fusion turns world-model and real scores into rewards, weights and advantages.
 
 The world model may learn from the round's real scores (``update``), when it has that method.
@@ -21,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.executors.base import ExecResult
+from wmrl_env.fusion import uncertainty_priorities
+from wmrl_env.world_models.base import Prediction
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.starts import check_same_starts
@@ -42,17 +46,22 @@ class OutcomeRound(Round):
         contexts = layout.expand(starts.observations)
 
         submitted_at = time.perf_counter()
-        indices = list(np.flatnonzero(setup.anchors))
-        futures = self._submit(indices, actions)
-        prediction, wm_seconds = predict_outcome(
+        early = None
+        if self.anchors is None:  # uncertainty-driven: the draw needs this step's prediction
+            early = predict_outcome(setup.world_model, contexts, actions, setup.score_range)
+            self.anchors = self._draw_anchors(early[0])
+        indices = list(np.flatnonzero(self.anchors))
+        futures = self._submit(indices, actions)  # they run while the world model predicts
+        prediction, wm_seconds = early or predict_outcome(
             setup.world_model, contexts, actions, setup.score_range
         )
-        forced = layout.groups_of(~prediction.valid) & ~layout.groups_of(setup.anchors)
+        forced = layout.groups_of(~prediction.valid) & ~layout.groups_of(self.anchors)
         if forced.any():
-            self.force_groups(layout.groups_of(~prediction.valid))
             extra = list(np.flatnonzero(layout.members(forced)))
             futures += self._submit(extra, actions)
             indices += extra
+        if (~prediction.valid).any():  # pi = 1 for every group with an invalid prediction
+            self.force_groups(layout.groups_of(~prediction.valid))
         results = [future.result() for future in futures]
         real_wall_seconds = time.perf_counter() - submitted_at
         self.real.add_all(indices, results)
@@ -87,6 +96,17 @@ class OutcomeRound(Round):
             truncated=np.zeros(n, dtype=bool),
             info=info,
         )
+
+    def _draw_anchors(self, prediction: Prediction) -> np.ndarray:
+        """Anchors drawn with priorities from the world model's predictive std."""
+        if prediction.std is None:
+            raise ValueError(
+                "anchor_priority='uncertainty' needs a world model that returns a std "
+                "(predict -> (scores, std) or a Prediction with std)"
+            )
+        group_ids = self.setup.layout.group_ids
+        priorities = uncertainty_priorities(group_ids, prediction.std)
+        return np.asarray(self.setup.fusion.select_anchors(group_ids, priorities), dtype=bool)
 
     def _submit(self, indices: list[int], actions: list[Any]) -> list[Future[ExecResult]]:
         group_ids = self.setup.layout.group_ids

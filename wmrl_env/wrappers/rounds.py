@@ -33,8 +33,7 @@ class RoundSetup:
 
     layout: GroupLayout
     starts: GroupStarts
-    anchors: np.ndarray  # per env: chosen by the fusion at reset
-    inclusion: np.ndarray  # per env: the inclusion probability of its group
+    anchors: np.ndarray | None  # per env, chosen by the fusion at reset; None: at step
     executor: GymEnvExecutor
     world_model: Any
     fusion: Any
@@ -89,7 +88,7 @@ class Round(abc.ABC):
         self.setup = setup
         n = setup.layout.num_envs
         self.real = RealRecord(n)
-        self.inclusion = setup.inclusion.copy()
+        self.anchors = setup.anchors  # the drawn anchors (an outcome round may draw at step)
         self.done = False
         self.start_mismatches = 0
 
@@ -97,8 +96,8 @@ class Round(abc.ABC):
     def step(self, actions: list[Any]) -> StepOutput: ...
 
     def force_groups(self, groups: np.ndarray) -> None:
-        """Anchor ``groups`` (per-group mask) with certainty: their inclusion probability is 1."""
-        self.inclusion[self.setup.layout.members(groups)] = 1.0
+        """Anchor ``groups`` (per-group mask) with certainty: the fusion records ``pi = 1``."""
+        self.setup.fusion.force_anchors(self.setup.layout.members(groups))
 
     def fuse(self, wm_scores: np.ndarray, wm_valid: np.ndarray, info: dict[str, Any]) -> np.ndarray:
         """End the round: fuse the scores, fill ``info``, return the rewards to hand out."""
@@ -109,7 +108,6 @@ class Round(abc.ABC):
             real.score,
             failed=real.failed,
             wm_valid=wm_valid,
-            inclusion_probabilities=self.inclusion,
         )
         self.done = True
         add_per_env(
@@ -122,7 +120,7 @@ class Round(abc.ABC):
             weight=out.weights,
             advantage=out.advantages,
             fused_reward=out.rewards,
-            inclusion_probability=np.where(out.is_anchor, self.inclusion, np.nan),
+            inclusion_probability=out.inclusion,
         )
         metrics = {key: value for key, value in out.metrics.items() if np.ndim(value) == 0}
         metrics["kappa"] = out.kappa
@@ -130,9 +128,7 @@ class Round(abc.ABC):
             info,
             setup.layout.num_envs,
             **metrics,
-            n_forced_anchor_groups=int(
-                setup.layout.groups_of(out.is_anchor & ~setup.anchors).sum()
-            ),
+            n_forced_anchor_groups=int(setup.layout.groups_of(out.is_anchor & ~self.anchors).sum()),
             start_mismatches=self.start_mismatches,
         )
         return np.where(real.failed, setup.failed_reward, out.rewards)

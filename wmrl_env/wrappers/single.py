@@ -2,10 +2,10 @@
 
 For users with one env and a non-group RL library (SB3's PPO, SAC, ...). Each episode is an
 anchor with probability ``anchor_probability``: anchor episodes run in the real env, the
-others are answered by the world model. The world model's scores are calibrated across
-episodes on the anchor pairs by the fusion's :class:`~wmrl_env.fusion.OnlineCalibrator`, and
-``info["weight"]`` carries the inverse-variance weight of the episode's reward stream (the
-fusion's :class:`~wmrl_env.fusion.KappaEstimator` for groups of one).
+others are answered by the world model. Every ``pairs_per_update`` anchor episodes go to
+:meth:`RewardFusion.observe_anchors` — the fusion's own calibrate -> cross-fit -> kappa
+sequence, with groups of one — and the world model's scores are calibrated by the fusion's
+map; ``info["weight"]`` carries the inverse-variance weight of the episode's reward stream.
 
 * Outcome tasks (``predict(contexts, artifacts)``): one step; the context is the observation
   the env returned at reset. A world-model episode returns the calibrated score as reward.
@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from wmrl_env.fusion import KappaEstimator, OnlineCalibrator, fusion_weights
+from wmrl_env.fusion import RewardFusion, fusion_weights
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
 
 __all__ = ["WorldModelWrapper"]
@@ -42,10 +42,11 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         env: the real env (reset is cheap; stepping it is what the wrapper saves).
         world_model: ``predict(contexts, artifacts)`` or ``predict_step(observations, actions)``.
         anchor_probability: chance that an episode runs in the real env.
-        calibrator: an :class:`~wmrl_env.fusion.OnlineCalibrator`; default one with
-            ``window=8, decay=0.8, min_pairs=8``.
-        pairs_per_update: anchor episodes collected before each calibrator update (one
-            update is one "step" of the calibrator's window).
+        fusion: a :class:`~wmrl_env.fusion.RewardFusion` with method ``"wmrl"`` or
+            ``"debias"`` and ``centre_groups=False``; default
+            ``RewardFusion(method="wmrl", window=8, decay=0.8, min_pairs=8, centre_groups=False)``.
+        pairs_per_update: anchor episodes collected before each fusion update (one update is
+            one "step" of the calibration window).
         task: ``"auto"``, ``"outcome"`` or ``"dynamics"``.
         max_episode_steps: limit of imagined episodes (multi-step); default the env spec's.
         score_range: ``(low, high)``: world-model scores outside it count as invalid.
@@ -77,7 +78,7 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         world_model: Any,
         anchor_probability: float = 0.1,
         *,
-        calibrator: OnlineCalibrator | None = None,
+        fusion: RewardFusion | None = None,
         pairs_per_update: int = 8,
         task: str = "auto",
         max_episode_steps: int | None = None,
@@ -101,8 +102,14 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.world_model = world_model
         self.kind = task_kind(world_model, task)
         self.anchor_probability = anchor_probability
-        self.calibrator = calibrator or OnlineCalibrator(window=8, decay=0.8, min_pairs=8)
-        self.kappa = KappaEstimator(centre=False)
+        self.fusion = fusion or RewardFusion(
+            method="wmrl", window=8, decay=0.8, min_pairs=8, centre_groups=False
+        )
+        if self.fusion.method not in ("wmrl", "debias"):
+            raise ValueError(
+                f"the single-env wrapper calibrates and weighs episodes: the fusion's method must "
+                f"be 'wmrl' or 'debias', got {self.fusion.method!r}"
+            )
         self.pairs_per_update = pairs_per_update
         self.score_range = score_range
         self.failed_reward = float(failed_reward)
@@ -222,7 +229,7 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         real_score = episode.real_return if episode.executed else math.nan
         calibrated = math.nan
         if episode.wm_valid:
-            calibrated = float(self.calibrator.transform(np.array([episode.wm_return]))[0])
+            calibrated = float(self.fusion.calibrator.transform(np.array([episode.wm_return]))[0])
         if math.isfinite(real_score):
             episode_return = real_score
             if episode.wm_valid:
@@ -251,21 +258,18 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         )
 
     def _add_pair(self, wm_score: float, real_score: float) -> None:
-        """Buffer an anchor pair; every ``pairs_per_update`` pairs, refit and re-estimate kappa."""
+        """Buffer an anchor pair; every ``pairs_per_update`` pairs, the fusion learns from them."""
         self._pending.append((wm_score, real_score))
         if len(self._pending) < self.pairs_per_update:
             return
         wm, real = (np.array(values) for values in zip(*self._pending, strict=True))
         self._pending = []
-        self.calibrator.update(wm, real)
-        residuals = self.calibrator.cross_fitted_residuals()
-        known = np.isfinite(residuals)
-        self.kappa.update(residuals[known], real[known], np.zeros(int(known.sum())))
+        self.fusion.observe_anchors(wm, real)
 
     def _weights(self, executed: bool) -> dict[str, float]:
         """The fusion's weights (kappa on real episodes, 1 elsewhere) normalised to mean 1
         at the expected anchor share ``p``: the batch formula with ``m / M = p``."""
-        kappa = self.kappa.kappa
+        kappa = self.fusion.kappa_estimator.kappa
         weight = fusion_weights(np.array([executed]), kappa, self.anchor_probability)[0]
         return {"kappa": kappa, "weight": float(weight)}
 

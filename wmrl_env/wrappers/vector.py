@@ -33,6 +33,7 @@ from wmrl_env.wrappers.world_model_calls import task_kind
 __all__ = ["WorldModelVectorEnv"]
 
 ANCHOR_STREAM = 0xA7C  # second word of the anchor draw's seed: independent of the starts
+ANCHOR_PRIORITIES = ("uniform", "uncertainty")
 
 
 class WorldModelVectorEnv(VectorEnv):
@@ -59,6 +60,10 @@ class WorldModelVectorEnv(VectorEnv):
             NaN there and its advantage 0); pass a number for learners that cannot take NaN.
         update_world_model: feed the anchors' real scores to ``world_model.update`` (outcome
             tasks, when the world model has that method).
+        anchor_priority: ``"uniform"`` (default: anchors drawn at ``reset``) or
+            ``"uncertainty"`` (outcome tasks): anchors drawn at ``step`` with priorities from
+            the world model's predictive std, with exact inclusion probabilities (PPI stays
+            unbiased); ``info["is_anchor"]`` at reset is then all ``False``.
 
     Example:
         >>> import gymnasium as gym
@@ -100,15 +105,26 @@ class WorldModelVectorEnv(VectorEnv):
         score_range: tuple[float, float] | None = None,
         failed_reward: float = math.nan,
         update_world_model: bool = True,
+        anchor_priority: str = "uniform",
     ) -> None:
         super().__init__()
+        if anchor_priority not in ANCHOR_PRIORITIES:
+            raise ValueError(
+                f"anchor_priority must be one of {ANCHOR_PRIORITIES}, got {anchor_priority!r}"
+            )
         self.layout = GroupLayout(num_groups, group_size)
         self.num_groups, self.group_size = num_groups, group_size
         self.num_envs = self.layout.num_envs
         self.world_model = world_model
         self.kind = task_kind(world_model, task)
+        if anchor_priority == "uncertainty" and self.kind != "outcome":
+            raise ValueError(
+                "anchor_priority='uncertainty' needs an outcome task: multi-step tasks run their "
+                "anchors from the first step, before any prediction"
+            )
+        self.anchor_priority = anchor_priority
         self.fusion = fusion if fusion is not None else RewardFusion(method="wmrl")
-        for method in ("select_anchors", "step"):
+        for method in ("select_anchors", "force_anchors", "step"):
             if not callable(getattr(self.fusion, method, None)):
                 raise TypeError(f"fusion must be a RewardFusion, got {self.fusion!r}")
         if score_range is not None and not score_range[0] < score_range[1]:
@@ -171,12 +187,13 @@ class WorldModelVectorEnv(VectorEnv):
                 self.fusion.reseed([seed, ANCHOR_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
-        anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
+        anchors = None  # uncertainty-driven anchors are drawn at step, from the prediction
+        if self.anchor_priority == "uniform":
+            anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
         setup = RoundSetup(
             layout=self.layout,
             starts=starts,
             anchors=anchors,
-            inclusion=np.asarray(self.fusion.last_inclusion_probabilities, dtype=np.float64),
             executor=self.executor,
             world_model=self.world_model,
             fusion=self.fusion,
@@ -189,7 +206,8 @@ class WorldModelVectorEnv(VectorEnv):
             dtype = self.single_observation_space.dtype
             self._round = DynamicsRound(setup, self.max_episode_steps, dtype)
         info: dict[str, Any] = {}
-        add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=anchors.copy())
+        is_anchor = np.zeros(self.num_envs, dtype=bool) if anchors is None else anchors.copy()
+        add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=is_anchor)
         for group, group_info in enumerate(starts.infos):
             if not group_info:
                 continue
