@@ -55,6 +55,9 @@ class BenchConfig:
     """"default": the package's default world model for ML programs, pretrained on the
     suite's ``wm`` split; "random": uniform random scores (the useless world model of the
     never-worse check)"""
+    uncertainty_anchors: bool = False
+    """fused arms draw their anchor groups with probabilities that grow with the world
+    model's predicted error (its std), not uniformly; the anchors arm is unaffected"""
     heldout_score: Literal["greedy", "expected"] = "greedy"
     """how the policy is scored on a held-out task: its most likely program's table score,
     or the mean table score under its program distribution"""

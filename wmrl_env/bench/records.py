@@ -34,6 +34,7 @@ class StepRecord:
     spearman: float = math.nan
     residual_mse: float = math.nan
     anchor_gap: float = math.nan
+    wm_weight: float = math.nan
     n_anchor_groups: int = 0
     n_failed: int = 0
     calibration_fallback: str | None = None

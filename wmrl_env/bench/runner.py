@@ -138,6 +138,7 @@ def run_one(
         config.group_size,
         fusion=fusion,
         update_world_model=method != "real",  # real and anchors learn from real scores alone
+        anchor_priority="uncertainty" if config.uncertainty_anchors else "uniform",
         executor="thread",
         num_workers=min(16, num_groups * config.group_size),
     )
@@ -167,6 +168,7 @@ def run_one(
             spearman=_number(batch.get("spearman")),
             residual_mse=_number(batch.get("residual_mse")),
             anchor_gap=_number(batch.get("anchor_gap")),
+            wm_weight=_number(batch.get("wm_weight")),
             n_anchor_groups=int(row["n_anchor_groups"]),
             n_failed=int(row["n_failed"]),
             calibration_fallback=batch.get("calibration_fallback"),

@@ -57,6 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=BenchConfig.heldout_score,
         help="score a held-out task by its most likely program, or the policy's mean",
     )
+    parser.add_argument(
+        "--uncertainty-anchors",
+        action="store_true",
+        help="fused arms draw anchor groups with probability growing with the world model's std",
+    )
     parser.add_argument("--arms", nargs="+", choices=ARMS, help="arms to run (default: all)")
     for name, (kind, text) in OVERRIDES.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
@@ -65,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
-    for name in ("executor", "world_model", "heldout_score"):
+    for name in ("executor", "world_model", "heldout_score", "uncertainty_anchors"):
         overrides[name] = getattr(args, name)
     if args.arms:
         overrides["arms"] = tuple(args.arms)
