@@ -2,6 +2,7 @@
 
     python benchmarks/bench_executors.py overhead   [--backends local,docker,ray] [--repeats 20]
     python benchmarks/bench_executors.py throughput [--backends local,docker,ray] [--jobs 64]
+    python benchmarks/bench_executors.py warm       [--backends local,local-warm] [--repeats 20]
 
 ``overhead``: a trivial job (``pass``) run alone, start (``submit``) to result, ``repeats``
 times after one warm-up; next to it, the bare cost of starting the same Python without any
@@ -13,7 +14,13 @@ difference is what the sandbox adds.
 all CPUs, against the ideal ``jobs * t1 / cpus``, where ``t1`` is the median time of one such
 job run alone without any sandbox. Ray runs on a local instance with ``num_cpus`` = CPUs.
 
-Both print a Markdown table and write JSON under ``--out``. Report the machine's load with
+``warm``: the job overhead of a trivial job and of the ML job above, cold (``local``) and on
+the warm pool (``local-warm``), in one run. A job's overhead is its start-to-result time
+minus the time of the work itself: for the trivial job a bare ``python main.py`` start (as in
+``overhead``), for the ML job the program alone, run in a Python that has already imported
+numpy and scikit-learn (the import is part of the overhead a warm pool removes).
+
+All print a Markdown table and write JSON under ``--out``. Report the machine's load with
 the figures: on a shared machine they move with it.
 """
 
@@ -56,6 +63,8 @@ def make(backend: str, timeout_s: float):
     limits = {"timeout_s": timeout_s, "memory_mb": 1024}
     if backend == "local":
         return LocalSandbox(**limits)
+    if backend == "local-warm":
+        return LocalSandbox(**limits, warm=True)
     if backend == "docker":
         return DockerSandbox(**limits)
     if backend == "ray":
@@ -139,6 +148,52 @@ def overhead(backend: str, repeats: int) -> dict:
     }
 
 
+def compute_seconds(program: str, repeats: int) -> list[float]:
+    """``program`` run ``repeats`` times in one Python that imported its libraries first."""
+    timer = (
+        "import json, sys, time, os\n"
+        "import numpy, sklearn.linear_model\n"
+        "source = sys.stdin.read()\n"
+        "seconds = []\n"
+        f"for _ in range({repeats}):\n"
+        "    start = time.perf_counter()\n"
+        "    exec(compile(source, 'main.py', 'exec'), {'__name__': '__main__'})\n"
+        "    seconds.append(time.perf_counter() - start)\n"
+        "print(json.dumps(seconds))\n"
+    )
+    with tempfile.TemporaryDirectory() as workdir:
+        out = subprocess.run(
+            [sys.executable, "-c", timer],
+            input=program,
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return json.loads(out)
+
+
+def warm_overhead(backend: str, repeats: int) -> dict:
+    """Overhead of a trivial job and of an ML job on ``backend`` (``local``/``local-warm``)."""
+    ml_program = ML_JOB.replace("SEED", "0")
+    with make(backend, timeout_s=120) as executor:
+        run_one(executor, ml_job(0))  # warm-up: probes, the warm servers' imports
+        trivial = [run_one(executor, Job(TRIVIAL)) for _ in range(repeats)]
+        ml = [run_one(executor, ml_job(0)) for _ in range(repeats)]
+    bare = statistics.median(bare_seconds("local", TRIVIAL, repeats))
+    compute = statistics.median(compute_seconds(ml_program, repeats))
+    return {
+        "backend": backend,
+        "repeats": repeats,
+        "trivial_median_s": statistics.median(trivial),
+        "trivial_overhead_s": statistics.median(trivial) - bare,
+        "ml_median_s": statistics.median(ml),
+        "ml_p90_s": sorted(ml)[int(0.9 * (repeats - 1))],
+        "ml_compute_s": compute,
+        "ml_overhead_s": statistics.median(ml) - compute,
+    }
+
+
 def throughput(backend: str, jobs: int) -> dict:
     t1 = statistics.median(bare_seconds("local", ML_JOB.replace("SEED", "0"), 5))
     with make(backend, timeout_s=300) as executor:
@@ -174,7 +229,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["overhead", "throughput"])
+    parser.add_argument("what", choices=["overhead", "throughput", "warm"])
     parser.add_argument("--backends", default="local,docker,ray")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=64)
@@ -185,6 +240,8 @@ def main() -> None:
     for backend in args.backends.split(","):
         if args.what == "overhead":
             rows.append(overhead(backend, args.repeats))
+        elif args.what == "warm":
+            rows.append(warm_overhead(backend, args.repeats))
         else:
             rows.append(throughput(backend, args.jobs))
         print(markdown(rows[-1:]), flush=True)

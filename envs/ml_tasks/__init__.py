@@ -9,21 +9,27 @@ Importing this package registers two gymnasium environments:
 * ``wmrl/MLTask-v0``: live execution (local process sandbox), text actions by default;
 * ``wmrl/MLTaskReplay-v0``: structured actions answered from the committed execution table.
 
+The tasks form three disjoint splits, ``task_ids("wm")`` (world-model pretraining),
+``task_ids("train")`` (policy post-training) and ``task_ids("heldout")`` (evaluation); the
+constants ``WM_TASKS``, ``TRAIN_TASKS``, ``HELDOUT_TASKS`` and ``ALL_TASKS`` hold the same.
+
 Example:
     >>> import gymnasium as gym
     >>> import wmrl_env.envs.ml_tasks
     >>> env = gym.make("wmrl/MLTaskReplay-v0", tasks="heldout")
-    >>> description, info = env.reset(seed=1)
-    >>> info["task_id"] in HELDOUT_TASKS
+    >>> description, info = env.reset(seed=1, options={"task_id": "wine"})
+    >>> _, reward, *_ = env.step([1, 0, 1])  # standardize-linear-mid, from the table
+    >>> len(task_ids("wm")) >= 80 and 0.0 <= reward <= 1.0
     True
     >>> env.close()
 """
 
 from gymnasium.envs import registration
 
+from . import registry
 from .env import MLTaskEnv
 from .programs import ProgramSpec, all_programs, program_space, render_program
-from .registry import ALL_TASKS, HELDOUT_TASKS, TRAIN_TASKS, get_task, task_ids
+from .registry import get_task, task_ids
 from .scoring import normalised_score
 from .tables import ExecutionTable, TableRow, load_table
 from .tasks import MLTask
@@ -32,6 +38,7 @@ __all__ = [
     "ALL_TASKS",
     "HELDOUT_TASKS",
     "TRAIN_TASKS",
+    "WM_TASKS",
     "ExecutionTable",
     "MLTask",
     "MLTaskEnv",
@@ -45,6 +52,12 @@ __all__ = [
     "render_program",
     "task_ids",
 ]
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """The split constants (``TRAIN_TASKS``, ...), read from the manifest on first use."""
+    return getattr(registry, name)
+
 
 _ENTRY_POINT = "wmrl_env.envs.ml_tasks.env:MLTaskEnv"
 if "wmrl/MLTask-v0" not in registration.registry:

@@ -17,8 +17,11 @@ SANDBOX_MEMORY_MB = 2048
 SANDBOX_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def default_sandbox(max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
-    """A :class:`~wmrl_env.executors.LocalSandbox` configured for ML tasks."""
+def default_sandbox(
+    max_workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, *, warm: bool = False
+) -> Any:
+    """A :class:`~wmrl_env.executors.LocalSandbox` configured for ML tasks (``warm``: on the
+    warm pool, see :mod:`wmrl_env.executors.warm`)."""
     from wmrl_env.executors import LocalSandbox
 
     return LocalSandbox(
@@ -26,4 +29,5 @@ def default_sandbox(max_workers: int | None = None, timeout_s: float = DEFAULT_T
         memory_mb=SANDBOX_MEMORY_MB,
         max_workers=max_workers,
         env=SANDBOX_ENV,
+        warm=warm,
     )

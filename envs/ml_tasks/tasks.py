@@ -42,7 +42,7 @@ __all__ = ["DEFAULT_TIMEOUT_S", "MLTask", "TaskScorer", "default_data_root"]
 
 TEST_FRACTION = 0.3
 SPLIT_SEED = 20240601
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = 20.0
 
 
 def default_data_root() -> Path:

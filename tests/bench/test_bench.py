@@ -181,7 +181,18 @@ def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     assert BenchConfig(**json.loads((tmp_path / "config.json").read_text())) == config
 
 
+def _table_is_current() -> bool:
+    from wmrl_env.envs.ml_tasks.tables import table_path
+
+    return table_path().is_file()
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not _table_is_current(),
+    reason="only the old table_v0 is committed: it predates the suite's seeded perturbation of "
+    "the task data, so live scores differ until table_v1 is built (issue 13)",
+)
 def test_the_table_scores_a_program_exactly_as_a_live_run_does() -> None:
     """Replayed rewards and held-out scores are table look-ups: a live sandbox run of the
     same program gives the same score (the quick default's live check, on two programs)."""

@@ -51,6 +51,12 @@ def _local(**limits: Any) -> Any:
     return LocalSandbox(**limits)
 
 
+def _local_warm(**limits: Any) -> Any:
+    # numpy only: forking from a server is what is tested here; the scikit-learn preload
+    # (and scores bit-identical to cold jobs) is tested in test_warm_pool.py
+    return LocalSandbox(warm=True, preload=("numpy",), **limits)
+
+
 def _docker(**limits: Any) -> Any:
     from wmrl_env.executors import DockerSandbox
 
@@ -65,6 +71,7 @@ def _ray(**limits: Any) -> Any:
 
 BACKENDS = [
     pytest.param(_local, id="local"),
+    pytest.param(_local_warm, id="local-warm"),
     pytest.param(_docker, id="docker", marks=pytest.mark.docker),
     pytest.param(_ray, id="ray", marks=pytest.mark.ray),
 ]

@@ -60,7 +60,7 @@ def run_bench(
     torch.set_num_threads(1)
     say("reading the task suite: splits, task features, held-out table scores")
     regime = Regime.of_suite(config.train_tasks, config.heldout_tasks)
-    make_world_model = _world_models(config)
+    make_world_model = _world_models(config, regime.train_tasks)
     runs: list[RunRecord] = []
     with real_executor(config) as executor, (folder / "runs.jsonl").open("w") as log:
         for arm in config.arms:
@@ -101,13 +101,14 @@ def run_bench(
     return BenchResult(folder, summaries, runs, seconds, checks)
 
 
-def _world_models(config: BenchConfig) -> Callable[[int], Any]:
-    """seed -> a fresh world model of the configured kind (it learns from the run's anchors)."""
+def _world_models(config: BenchConfig, tasks: tuple[str, ...]) -> Callable[[int], Any]:
+    """seed -> a fresh world model of the configured kind (it learns from the run's anchors)
+    for the structured programs of ``tasks``."""
     from wmrl_env.bench.world_model import RandomWorldModel, default_world_model
 
     if config.world_model == "random":
         return lambda seed: RandomWorldModel(seed)
-    return lambda seed: default_world_model()
+    return lambda seed: default_world_model(tasks)
 
 
 def _programs_to_check(runs: list[RunRecord], count: int) -> dict[str, str]:

@@ -27,22 +27,28 @@ SPLITS: tuple[str, ...] = ("wm", "train", "heldout")
 
 
 def split_tasks(name: str) -> tuple[str, ...]:
-    """The task ids of a split of the ML task suite.
+    """The task ids of a split of the ML task suite that the execution table covers.
 
-    The 18-task suite has no ``wm`` split: there its world model is fitted on the ``train``
-    tasks (which the policy then trains on; ``docs/benchmarks.md`` says so beside every
-    figure measured that way).
+    A task the committed table has no rows for cannot be replayed or scored: it is left out
+    with a warning (while the suite's tables are being built, the bench runs on the tasks
+    that have them).
     """
-    from wmrl_env.envs.ml_tasks import task_ids
+    from wmrl_env.envs.ml_tasks import load_table, task_ids
 
     if name not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
-    try:
-        return tuple(task_ids(name))
-    except ValueError:
-        if name == "wm":
-            return tuple(task_ids("train"))
-        raise
+    tasks = tuple(task_ids(name))
+    covered = set(load_table().task_ids)
+    kept = tuple(t for t in tasks if t in covered)
+    if len(kept) < len(tasks):
+        warnings.warn(
+            f"the execution table covers {len(kept)} of the {len(tasks)} tasks of the "
+            f"{name!r} split: the bench uses those {len(kept)}",
+            stacklevel=2,
+        )
+    if not kept:
+        raise ValueError(f"the execution table covers no task of the {name!r} split")
+    return kept
 
 
 def sample_tasks(tasks: Sequence[str], count: int, seed: int = 0) -> tuple[str, ...]:

@@ -78,14 +78,13 @@ class RandomWorldModel:
         return Prediction(self.rng.uniform(0.0, 1.0, n), np.full(n, 12**-0.5))
 
 
-def default_world_model() -> ProgramWorldModel:
+def default_world_model(task_ids: Sequence[str]) -> ProgramWorldModel:
     """The package's default world model for ML programs (v2: the program's syntax tree and
     the task's train file, pretrained on the ``wm`` split's execution table, learning each
-    task online from its anchors), reading structured actions as the programs they render."""
-    from wmrl_env.bench.suite import SPLITS, split_tasks
+    task online from its anchors), reading structured actions on ``task_ids`` as the programs
+    they render."""
     from wmrl_env.envs.ml_tasks import get_task
     from wmrl_env.world_models import load_default_ml_world_model
 
-    tasks = dict.fromkeys(t for split in SPLITS for t in split_tasks(split))
-    kind_of = {get_task(t).description: get_task(t).kind for t in tasks}
+    kind_of = {get_task(t).description: get_task(t).kind for t in task_ids}
     return ProgramWorldModel(load_default_ml_world_model(), kind_of)

@@ -131,6 +131,12 @@ def run(args: argparse.Namespace) -> int:
             f"\nlive check: {same} of {len(result.live_checks)} final programs scored in the "
             "sandbox exactly as the execution table says\n" + live_markdown(result.live_checks)
         )
+        if same < len(result.live_checks):
+            print(
+                "a mismatch means the committed table is not what this machine's sandbox does "
+                "(a table built before the task data or the libraries changed): rebuild it "
+                "with 'wmrl build-tables'"
+            )
     print(
         f"\n{config.executor} execution, {len(config.arms)} arms x {config.seeds} seeds x "
         f"{config.iterations} rounds, {result.seconds:.0f} s; outputs in {result.folder}/"

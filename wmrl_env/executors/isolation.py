@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LEVELS", "Interpreter", "Isolation", "JobCommand"]
+__all__ = ["LEVELS", "Interpreter", "Isolation", "JobCommand", "warm_server_argv"]
 
 JOB_DIR_IN_BWRAP = "/job"
+JOBS_DIR_IN_BWRAP = "/jobs"  # the warm server's view of every job directory
 
 # read-only system paths a Python program needs inside bwrap: the OS, the dynamic loader's
 # configuration, Debian's BLAS alternatives, users and time zone. Never /home, /root, /work.
@@ -60,7 +61,7 @@ class Interpreter:
 
     executable: str
     base_prefix: str  # the real path of its standard library's prefix
-    prefixes: tuple[str, ...]  # every directory to expose: base prefix, venv, install dir
+    prefixes: tuple[str, ...]  # every directory to expose: prefixes, install dir, packages
 
     @classmethod
     @functools.lru_cache(maxsize=8)
@@ -69,13 +70,21 @@ class Interpreter:
         path = shutil.which(executable)
         if path is None:
             raise ValueError(f"Python interpreter {executable!r} not found")
-        script = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix]))"
+        script = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.path]))"
         out = subprocess.run(
             [path, "-I", "-c", script], capture_output=True, text=True, timeout=60, check=True
         ).stdout
-        prefix, base_prefix = (os.path.realpath(p) for p in json.loads(out))
+        prefix, base_prefix, path_entries = json.loads(out)
+        prefix, base_prefix = os.path.realpath(prefix), os.path.realpath(base_prefix)
         install_dir = os.path.dirname(os.path.dirname(os.path.realpath(path)))
-        prefixes = tuple(sorted({prefix, base_prefix, install_dir}))
+        # package directories a .pth file adds (a venv layered on another venv's packages)
+        packages = {
+            os.path.realpath(entry)
+            for entry in path_entries
+            if os.path.basename(entry) in ("site-packages", "dist-packages")
+            and os.path.isdir(entry)
+        }
+        prefixes = tuple(sorted({prefix, base_prefix, install_dir} | packages))
         return cls(os.path.abspath(path), base_prefix, prefixes)
 
 
@@ -176,7 +185,33 @@ def _ro_bind_with_parents(path: str, made: set[str]) -> list[str]:
 
 
 def _bwrap_args(command: JobCommand) -> list[str]:
-    args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    job = JOB_DIR_IN_BWRAP
+    args = _bwrap_root(command.interpreter, pid_namespace=True)
+    args += ["--bind", str(command.workdir), job]
+    for name, source in command.inputs.items():
+        args += ["--ro-bind", source, f"{job}/inputs/{name}"]
+    return [*args, "--chdir", job, "--remount-ro", "/"]
+
+
+def warm_server_argv(interpreter: Interpreter, jobs_dir: Path, server: list[str]) -> list[str]:
+    """bwrap around the warm server (:mod:`wmrl_env.executors.warm_server`): the same root as
+    a cold job's, every job directory under ``/jobs`` (each job binds its own at ``/job`` and
+    unmounts ``/jobs`` in its own mount namespace), and the capabilities the server needs to
+    make each job's namespaces and drop to its uid (dropped by the job before user code).
+
+    The server stays in the host's PID namespace, so that the pids it reports can be killed
+    from the host; each job gets a PID namespace of its own.
+    """
+    args = _bwrap_root(interpreter, pid_namespace=False)
+    args += ["--bind", str(jobs_dir), JOBS_DIR_IN_BWRAP, "--dir", JOB_DIR_IN_BWRAP]
+    args += ["--cap-add", "ALL", "--chdir", "/", "--remount-ro", "/"]
+    return args + server
+
+
+def _bwrap_root(interpreter: Interpreter, *, pid_namespace: bool) -> list[str]:
+    """bwrap's namespaces and read-only root: the OS, the interpreter, /dev, /proc, /tmp."""
+    args = ["bwrap", "--unshare-ipc", "--unshare-net", "--unshare-uts"]
+    args += ["--unshare-pid"] if pid_namespace else []
     args += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if os.geteuid() != 0:
         args.append("--unshare-user")
@@ -190,13 +225,8 @@ def _bwrap_args(command: JobCommand) -> list[str]:
             bound.append(path)
     for path in _ETC_FILES + tuple(str(p) for p in sorted(Path("/etc").glob("python3*"))):
         args += _ro_bind_with_parents(path, made) if os.path.exists(path) else []
-    for prefix in command.interpreter.prefixes:
+    for prefix in interpreter.prefixes:
         if not any(prefix == b or prefix.startswith(b + "/") for b in bound):
             args += _ro_bind_with_parents(prefix, made)
             bound.append(prefix)
-    job = JOB_DIR_IN_BWRAP
-    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--dir", "/tmp"]
-    args += ["--bind", str(command.workdir), job]
-    for name, source in command.inputs.items():
-        args += ["--ro-bind", source, f"{job}/inputs/{name}"]
-    return [*args, "--chdir", job, "--remount-ro", "/"]
+    return [*args, "--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--dir", "/tmp"]

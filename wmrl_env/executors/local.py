@@ -23,6 +23,7 @@ import contextlib
 import functools
 import math
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -36,12 +37,25 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.executors.base import ExecResult, Job
-from wmrl_env.executors.isolation import LEVELS, Interpreter, Isolation, JobCommand
+from wmrl_env.executors.base import ExecResult, ExecStatus, Job
+from wmrl_env.executors.isolation import (
+    JOB_DIR_IN_BWRAP,
+    LEVELS,
+    Interpreter,
+    Isolation,
+    JobCommand,
+)
 from wmrl_env.executors.limits import SandboxLimits
 from wmrl_env.executors.outcome import ProcessOutcome, TailBuffer
 from wmrl_env.executors.pool import Cancellation, JobPool, PooledSandbox
-from wmrl_env.executors.processes import UidLease, count_tasks, kill_until_gone, pids_where
+from wmrl_env.executors.processes import (
+    UidLease,
+    count_tasks,
+    kill_until_gone,
+    parent_pid,
+    pids_where,
+)
+from wmrl_env.executors.warm import DEFAULT_PRELOAD, WarmServer, WarmServerError
 from wmrl_env.executors.workdir import (
     check_inputs,
     collect_outputs,
@@ -89,10 +103,16 @@ class LocalSandbox(PooledSandbox):
             packages (numpy, pandas, scikit-learn, ...) are what jobs can import.
         max_workers: jobs run at once (default: the CPUs this process may use).
         env: extra environment variables for every job; nothing else is inherited.
+        warm: run jobs on a warm pool (needs ``bwrap``): one server per worker imports
+            ``preload`` once inside the sandbox and forks a fresh process per job, under the
+            same isolation and limits (see :mod:`wmrl_env.executors.warm`). The address-space
+            limit is ``memory_mb`` *plus* what the preloaded libraries occupy, so a program
+            has the room it would have in a cold job that imported them itself.
+        preload: the modules a warm server imports (missing ones are skipped).
 
     Every result's ``metadata`` says what was applied: ``isolation``, ``network``
     (``"none"`` or ``"host"``), ``filesystem`` (``"private"`` or ``"host"``), ``uid``
-    (``"dedicated"`` or ``"caller"``) and ``process_limit``.
+    (``"dedicated"`` or ``"caller"``), ``process_limit`` and ``warm``.
     """
 
     def __init__(
@@ -107,6 +127,8 @@ class LocalSandbox(PooledSandbox):
         python: str | None = None,
         max_workers: int | None = None,
         env: Mapping[str, str] | None = None,
+        warm: bool = False,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
     ) -> None:
         if sys.platform != "linux":
             raise SandboxUnavailableError("LocalSandbox needs Linux (rlimits, /proc, namespaces)")
@@ -124,8 +146,24 @@ class LocalSandbox(PooledSandbox):
         remove_stale_temp_dirs(_ROOT_PREFIX)  # work directories of killed owners
         self._root = owned_temp_dir(_ROOT_PREFIX)
         self._root.chmod(0o711)  # a job's uid may enter its own directory, list no other
-        self._pool = JobPool(self._run_one, max_workers or _available_cpus(), "wmrl-local")
-        self._finalizer = weakref.finalize(self, _shut_down, self._pool, self._root)
+        workers = max_workers or _available_cpus()
+        self._pool = JobPool(self._run_one, workers, "wmrl-local")
+        self.warm = warm and self.isolation.name == "bwrap"
+        if warm and not self.warm:
+            warnings.warn(
+                f"LocalSandbox: the warm pool needs bwrap, not {self.isolation.name!r}; "
+                "jobs run cold",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._preload = tuple(preload)
+        self._servers: queue.SimpleQueue[WarmServer] = queue.SimpleQueue()
+        self._all_servers: list[WarmServer] = []
+        for _ in range(workers if self.warm else 0):
+            self._servers.put(self._start_server())
+        self._finalizer = weakref.finalize(
+            self, _shut_down, self._pool, self._root, self._all_servers
+        )
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -141,9 +179,31 @@ class LocalSandbox(PooledSandbox):
             **self.isolation.metadata(),
             "uid": "dedicated" if self.dedicated_uid else "caller",
             "process_limit": process_limit,
+            "warm": self.warm,
         }
 
     def _run_one(self, job: Job, cancellation: Cancellation) -> ExecResult:
+        if not self.warm:
+            return self._execute(job, cancellation, None)
+        server = self._servers.get()
+        try:
+            if not server.alive:
+                server = self._replace(server)
+            return self._execute(job, cancellation, server)
+        except WarmServerError as error:
+            server = self._replace(server)
+            return ExecResult(
+                job.job_id,
+                ExecStatus.ERROR,
+                message=f"{error}; the job was lost with it, a new server takes the next job",
+                metadata=self.metadata,
+            )
+        finally:
+            self._servers.put(server)
+
+    def _execute(
+        self, job: Job, cancellation: Cancellation, server: WarmServer | None
+    ) -> ExecResult:
         return _execute(
             job,
             isolation=self.isolation,
@@ -153,15 +213,41 @@ class LocalSandbox(PooledSandbox):
             root=self._root,
             env={**self._env, _TOKEN_VARIABLE: f"{self._token}:{uuid.uuid4().hex}"},
             cancellation=cancellation,
+            server=server,
         ).to_result(job, self.metadata)
 
+    def _start_server(self) -> WarmServer:
+        bin_dir = os.path.dirname(self.interpreter.executable)
+        environment = job_environment(JOB_DIR_IN_BWRAP, bin_dir, self._env)
+        environment[_TOKEN_VARIABLE] = f"{self._token}:server"
+        server = WarmServer(self.interpreter, self._root, environment, self._preload)
+        self._all_servers.append(server)
+        return server
+
+    def _replace(self, server: WarmServer) -> WarmServer:
+        server.stop()
+        self._all_servers.remove(server)
+        return self._start_server()
+
+    def warm_servers(self) -> list[int]:
+        """Pids of the warm servers (and their bubblewrap) that wait for jobs."""
+        return [s.process.pid for s in self._all_servers if s.alive]
+
     def live_processes(self) -> list[int]:
-        """Pids of processes still running for this sandbox's jobs (none between jobs)."""
-        return pids_where(env=f"{_TOKEN_VARIABLE}={self._token}:")
+        """Pids of processes still running for this sandbox's jobs (none between jobs; the
+        idle warm servers are not jobs, see :meth:`warm_servers`)."""
+        servers = set(self.warm_servers())
+        return [
+            pid
+            for pid in pids_where(env=f"{_TOKEN_VARIABLE}={self._token}:")
+            if pid not in servers and parent_pid(pid) not in servers
+        ]
 
 
-def _shut_down(pool: JobPool, root: Path) -> None:
+def _shut_down(pool: JobPool, root: Path, servers: list[WarmServer]) -> None:
     pool.close()
+    for server in servers:
+        server.stop()
     with contextlib.suppress(OSError):
         remove_tree(root)
 
@@ -176,8 +262,10 @@ def _execute(
     root: Path,
     env: Mapping[str, str],
     cancellation: Cancellation,
+    server: WarmServer | None = None,
 ) -> ProcessOutcome:
-    """Run one job from a fresh work directory to a collected, unclassified outcome."""
+    """Run one job from a fresh work directory to a collected, unclassified outcome, as a
+    new process (cold) or forked by a warm ``server``."""
     start = time.monotonic()
     timeout_s = limits.timeout_for(job.timeout_s)
     inputs = check_inputs(job.inputs)
@@ -185,7 +273,8 @@ def _execute(
     lease = UidLease() if dedicated_uid else None
     try:
         uid = lease.uid if lease else None
-        _prepare(workdir, job.program, inputs, copy=isolation.name != "bwrap", uid=uid)
+        copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
+        _prepare(workdir, job.program, inputs, copy=copy, uid=uid)
         max_processes = limits.max_processes
         if uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all of the user's tasks
             max_processes += count_tasks(os.getuid())
@@ -210,23 +299,46 @@ def _execute(
         )
 
         def kill_the_rest() -> None:
-            if isolation.pid_namespace:
+            if isolation.pid_namespace:  # warm jobs too: each has a PID namespace of its own
                 return  # the kernel kills the namespace with its first process
             if uid is not None:
                 kill_until_gone(lambda: pids_where(uid=uid))
             else:  # the token is unique to this job: "<sandbox token>:<job token>"
                 kill_until_gone(lambda: pids_where(env=f"{_TOKEN_VARIABLE}={env[_TOKEN_VARIABLE]}"))
 
-        _run_process(
-            isolation.argv(command),
-            workdir,
-            environment,
-            outcome,
-            deadline=start + timeout_s,
-            cancellation=cancellation,
-            kill_the_rest=kill_the_rest,
-            signal_in_exit_status=isolation.pid_namespace,
-        )
+        if server is not None:
+            preloaded = server.ready()["preloaded_bytes"]
+            request = {
+                "dir": workdir.name,
+                "uid": uid,
+                "env": environment,
+                "limits": {
+                    "as": command.memory_bytes + preloaded,
+                    "cpu": command.cpu_seconds,
+                    "nproc": command.max_processes,
+                    "fsize": command.max_file_bytes,
+                    "nofile": command.max_open_files,
+                    "core": 0,
+                },
+            }
+            server.run(
+                request,
+                outcome,
+                deadline=start + timeout_s,
+                kill_on_cancel=cancellation.kill_on_cancel,
+                kill_the_rest=kill_the_rest,
+            )
+        else:
+            _run_process(
+                isolation.argv(command),
+                workdir,
+                environment,
+                outcome,
+                deadline=start + timeout_s,
+                cancellation=cancellation,
+                kill_the_rest=kill_the_rest,
+                signal_in_exit_status=isolation.pid_namespace,
+            )
         outcome.outputs, outcome.output_problems = collect_outputs(
             workdir, job.output_files, limits.max_collect_bytes
         )

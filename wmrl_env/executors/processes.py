@@ -24,7 +24,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["UidLease", "count_tasks", "kill_until_gone", "pids_where"]
+__all__ = [
+    "UidLease",
+    "children",
+    "count_tasks",
+    "kill_until_gone",
+    "parent_pid",
+    "pids_where",
+    "running",
+]
 
 
 def _proc_pids() -> list[int]:
@@ -65,6 +73,29 @@ def pids_where(*, uid: int | None = None, env: str | None = None) -> list[int]:
             continue
         found.append(pid)
     return found
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` (None when it is gone)."""
+    return _status_field(pid, b"PPid:")
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (its main thread's)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as found:
+            return [int(child) for child in found.read().split()]
+    except OSError:
+        return []
+
+
+def running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def count_tasks(uid: int) -> int:

