@@ -43,6 +43,7 @@ from .registry import SPLITS, drop_tasks, get_task, table_programs, task_ids
 from .registry import write_reference_scores as _write_references
 from .scoring import METRICS, normalised_score
 from .tables import TABLE_NAME, ExecutionTable, TableRow
+from .tasks import DEFAULT_TIMEOUT_S
 
 __all__ = ["MIN_LEARNABLE_GAIN", "build_table", "learnable_gain", "table_from_log", "unlearnable"]
 
@@ -224,7 +225,9 @@ def build_table(
     if failing:
         progress(f"not learnable, left out of the table: {failing}")
         table = _without(table, failing)
-    table = ExecutionTable(rows=table.rows, metadata={**table.metadata, **_coverage(table)})
+    table = ExecutionTable(
+        rows=table.rows, metadata={**table.metadata, **_coverage(table, set(failing))}
+    )
     if update_registry:
         drop_tasks(failing)
         _write_references({t: f["reference"] for t, f in table.metadata["tasks"].items()})
@@ -276,10 +279,11 @@ def _all_tasks() -> tuple[str, ...]:
     return task_ids("heldout") + task_ids("train") + task_ids("wm")
 
 
-def _coverage(table: ExecutionTable) -> dict[str, Any]:
-    """Which splits the table covers completely (a build can stop between splits)."""
+def _coverage(table: ExecutionTable, dropped: set[str]) -> dict[str, Any]:
+    """Which splits the table covers completely (a build can stop between splits); tasks
+    being dropped as unlearnable do not count."""
     present = set(table.metadata["tasks"])
-    counts = {split: len(task_ids(split)) for split in SPLITS}  # type: ignore[arg-type]
+    counts = {split: len(set(task_ids(split)) - dropped) for split in SPLITS}  # type: ignore[arg-type]
     covered = {split: len(present & set(task_ids(split))) for split in SPLITS}  # type: ignore[arg-type]
     return {
         "tasks_per_split": covered,
@@ -299,7 +303,7 @@ def _provenance(
         "executor": type(executor).__name__,
         "isolation": str(getattr(getattr(executor, "isolation", None), "name", "")),
         "warm": bool(getattr(executor, "warm", False)),
-        "timeout_s": timeout_s,
+        "timeout_s": timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S,
         "machine": {
             "platform": platform.platform(),
             "python": sys.version.split()[0],

@@ -246,8 +246,6 @@ def table_path() -> Path:
 @functools.lru_cache(maxsize=1)
 def _committed_table() -> ExecutionTable:
     path = table_path()
-    if not path.is_file():  # until the first split of table_v1 is built: the 18 tasks' old table
-        path = DATA_DIR / "table_v0.csv.gz"
     if not path.is_file():
         raise FileNotFoundError(
             f"the execution table {path} is missing: build it with 'wmrl build-tables'"

@@ -39,3 +39,13 @@ def test_build_tables_arguments() -> None:
     bad = _parser().parse_args(["build-tables", "--workers", "0"])
     with pytest.raises(SystemExit, match="--workers must be at least 1"):
         bad.func(bad)
+
+
+def test_build_tables_takes_splits_in_order_and_defaults_to_the_warm_pool() -> None:
+    args = _parser().parse_args(["build-tables", "--split", "heldout", "wm"])
+    assert args.split == ["heldout", "wm"] and not args.cold and args.tasks is None
+    assert args.log == "runs/table_v1.sqlite"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["build-tables", "--split", "test"])
+    with pytest.raises(SystemExit):  # one or the other
+        _parser().parse_args(["build-tables", "--split", "wm", "--tasks", "iris"])

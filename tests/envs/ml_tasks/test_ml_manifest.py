@@ -13,6 +13,7 @@ import pytest
 from wmrl_env.envs.ml_tasks import curate, get_task, task_ids
 from wmrl_env.envs.ml_tasks.docs_text import ascii_text, doc_sections
 from wmrl_env.envs.ml_tasks.encoding import encode_features, encode_target
+from wmrl_env.envs.ml_tasks.env import MAX_DESCRIPTION_CHARS
 from wmrl_env.envs.ml_tasks.registry import manifest, manifest_entry, wm_programs
 from wmrl_env.envs.ml_tasks.scoring import METRICS
 
@@ -110,6 +111,7 @@ def test_every_task_builds() -> None:
     for task_id in task_ids("all"):
         task = get_task(task_id)
         assert len(task.y_train) >= 100 and task.description.isascii(), task_id
+        assert len(task.description) <= MAX_DESCRIPTION_CHARS, task_id
         rows = len(task.y_train) + len(task.test_ids)
         entry = manifest_entry(task_id)
         assert rows == min(entry["rows"], entry["max_rows"] or entry["rows"])

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from wmrl_env.envs.ml_tasks import get_task, load_table, render_program, task_ids
-from wmrl_env.envs.ml_tasks.registry import table_programs
+from wmrl_env.envs.ml_tasks.registry import manifest, table_programs
 from wmrl_env.envs.ml_tasks.scoring import METRICS
 from wmrl_env.envs.ml_tasks.tables import summary_markdown
 from wmrl_env.executors import ExecStatus
@@ -110,3 +110,40 @@ def test_rows_with_text_for_world_models(table) -> None:
 def test_lookup_errors(table) -> None:
     with pytest.raises(KeyError, match="no row for task 'iris'"):
         table.lookup("iris", "scale-forest-mid")
+
+
+def test_the_table_is_the_current_suites_and_every_task_is_learnable(table) -> None:
+    from wmrl_env.envs.ml_tasks.build import MIN_LEARNABLE_GAIN, learnable_gain
+
+    meta = table.metadata
+    assert meta["name"] == "table_v1" and "heldout" in meta["complete_splits"]
+    assert meta["warm"] is True and meta["isolation"]
+    for task_id, facts in meta["tasks"].items():
+        gain = learnable_gain(facts["metric"], facts["baseline"], facts["reference"])
+        assert gain >= MIN_LEARNABLE_GAIN, task_id
+    dropped = {e["task_id"] for e in manifest().get("dropped", [])}
+    assert not dropped & set(table.task_ids)
+
+
+@pytest.mark.slow
+def test_replay_equals_a_live_run_bit_for_bit_on_a_sample(table, tmp_path) -> None:
+    """Six seeded (task, program) rows, run again live on the warm pool: the same status and
+    the same raw metric, to the last bit."""
+    import numpy as np
+
+    from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
+
+    rows = [row for row in table.rows if row.exec_seconds < 3.0]
+    picks = np.random.default_rng(7).choice(len(rows), size=6, replace=False)
+    sample = [rows[int(i)] for i in picks]
+    jobs = [
+        get_task(row.task_id).make_job(row.program(), data_root=tmp_path, normalise=False)
+        for row in sample
+    ]
+    with default_sandbox(max_workers=2, warm=True) as sandbox:
+        results = sandbox.run(jobs)
+    for row, result in zip(sample, results, strict=True):
+        assert result.status.value == row.status, (row, result.message)
+        if row.status == "ok":
+            assert result.score == row.raw_metric, row
+            assert get_task(row.task_id).normalise(result.score) == row.score
