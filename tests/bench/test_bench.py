@@ -136,9 +136,11 @@ def test_the_anchors_arm_executes_the_fused_arms_share_of_groups() -> None:
 def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     """Every arm, 2 seeds, a few rounds, a useless world model (no encoder to load)."""
     from wmrl_env.bench import run_bench
-    from wmrl_env.bench.suite import split_tasks
+    from wmrl_env.bench.suite import sample_tasks, split_tasks
 
     config = BenchConfig(
+        train_tasks=6,
+        heldout_tasks=4,
         world_model="random",
         seeds=2,
         iterations=3,
@@ -154,7 +156,8 @@ def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     runs = [RunRecord.from_dict(json.loads(line)) for line in lines]
     assert {(r.arm, r.seed) for r in runs} == {(arm, s) for arm in ARMS for s in (0, 1)}
-    heldout = set(split_tasks("heldout"))
+    heldout = set(sample_tasks(split_tasks("heldout"), 4))
+    assert len(heldout) == 4 and results["train_tasks"] == 6 and results["heldout_tasks"] == 4
     for run in runs:
         assert [s.step for s in run.evaluated] == [0, 1, 2, 3]
         assert all(0.0 <= s.true_score <= 1.0 for s in run.evaluated)
