@@ -1,10 +1,14 @@
-"""``wmrl bench``: GRPO with real execution vs world model only vs WMRL and its ablations.
+"""``wmrl bench``: post-train a task-conditioned policy with GRPO over the ML task suite's
+``train`` split, once per arm and seed, and score it on the ``heldout`` split.
 
-:func:`run_bench` trains every arm with every seed (:mod:`wmrl_env.bench.runner`), then
-writes into one folder: ``config.json`` (to repeat the run), ``runs.jsonl`` (every step of
-every run), ``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`) and PNG
-figures (:mod:`wmrl_env.bench.plots`). Needs the ``transformers``, ``tasks`` and ``bench``
-extras (the world model is a sentence-embedding regressor).
+Arms: ``real`` (every group executed), ``anchors`` (only the fused arms' share of groups, all
+executed, no world model), ``wm``, ``debias``, ``denoise``, ``wmrl``, ``ppi``.
+:func:`run_bench` trains every arm with every seed (:mod:`wmrl_env.bench.runner`), optionally
+executes a few final programs live (:mod:`wmrl_env.bench.live_check`), then writes into one
+folder: ``config.json`` (to repeat the run), ``runs.jsonl`` (every step of every run),
+``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`) and PNG figures
+(:mod:`wmrl_env.bench.plots`). Needs the ``torch``, ``transformers``, ``tasks`` and ``bench``
+extras.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from wmrl_env.bench.config import BenchConfig
+from wmrl_env.bench.config import FUSED_ARMS, BenchConfig
+from wmrl_env.bench.live_check import LiveCheck, live_check
+from wmrl_env.bench.live_check import markdown as live_markdown
 from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.report import ArmSummary, markdown_table, summarise
 
@@ -28,6 +35,7 @@ class BenchResult:
     summaries: dict[str, ArmSummary]
     runs: list[RunRecord]
     seconds: float
+    live_checks: list[LiveCheck]
 
 
 def run_bench(
@@ -37,9 +45,7 @@ def run_bench(
 ) -> BenchResult:
     """Run every arm and seed; write the outputs; return the summaries."""
     from wmrl_env.bench import plots
-    from wmrl_env.bench.runner import real_executor, run_one, true_score_executor
-    from wmrl_env.bench.world_model import default_world_model
-    from wmrl_env.world_models import TextEncoder
+    from wmrl_env.bench.runner import Regime, real_executor, run_one
 
     start = time.perf_counter()
     folder = Path(config.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -47,37 +53,69 @@ def run_bench(
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     say = on_phase or (lambda message: None)
 
-    say("fitting the world model on the train tasks' execution table")
-    encoder = TextEncoder()  # one embedding cache for every arm's world model
+    import torch
+
+    # the policy's tensors are tiny: intra-op threads only contend with the sandbox and the
+    # world model for the cores (measured: 50-190 ms per op at load 10 with the default)
+    torch.set_num_threads(1)
+    say("reading the task suite: splits, task features, held-out table scores")
+    regime = Regime.of_suite(config.train_tasks, config.heldout_tasks)
+    make_world_model = _world_models(config, regime.train_tasks)
     runs: list[RunRecord] = []
-    with (
-        real_executor(config) as executor,
-        true_score_executor(config, executor) as scorer,
-        (folder / "runs.jsonl").open("w") as log,
-    ):
+    with real_executor(config) as executor, (folder / "runs.jsonl").open("w") as log:
         for arm in config.arms:
             for seed in range(config.seeds):
                 say(f"arm {arm}, seed {seed}")
-                world_model = default_world_model(encoder)  # fresh: it learns from anchors
 
                 def step(record: StepRecord, arm: str = arm, seed: int = seed) -> None:
                     if on_step is not None:
                         on_step(arm, seed, record)
 
-                run = run_one(config, arm, seed, world_model, executor, scorer, on_step=step)
+                world_model = make_world_model(seed)
+                run = run_one(config, arm, seed, world_model, executor, regime, on_step=step)
                 runs.append(run)
                 log.write(json.dumps(run.to_dict()) + "\n")
                 log.flush()
     summaries = summarise(runs, tolerance=config.tolerance)
+    checks = []
+    if config.live_check:
+        say(f"executing {config.live_check} final programs live in the sandbox")
+        checks = live_check(_programs_to_check(runs, config.live_check), config.workers)
     seconds = time.perf_counter() - start
     results = {
         "arms": {arm: s.to_json() for arm, s in summaries.items()},
         "baseline": "real",
         "tolerance": config.tolerance,
+        "train_tasks": len(regime.train_tasks),
+        "heldout_tasks": len(regime.heldout.task_ids),
+        "live_check": [c.to_json() for c in checks],
         "bench_seconds": seconds,
     }
     (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    (folder / "results.md").write_text(markdown_table(summaries) + "\n")
+    table = markdown_table(summaries)
+    if checks:
+        table += "\n\nLive check:\n\n" + live_markdown(checks)
+    (folder / "results.md").write_text(table + "\n")
     say("plotting")
     plots.write_all(runs, folder)
-    return BenchResult(folder, summaries, runs, seconds)
+    return BenchResult(folder, summaries, runs, seconds, checks)
+
+
+def _world_models(config: BenchConfig, tasks: tuple[str, ...]) -> Callable[[int], Any]:
+    """seed -> a fresh world model of the configured kind (it learns from the run's anchors)
+    for the structured programs of ``tasks``."""
+    from wmrl_env.bench.world_model import RandomWorldModel, default_world_model
+
+    if config.world_model == "random":
+        return lambda seed: RandomWorldModel(seed)
+    return lambda seed: default_world_model(tasks)
+
+
+def _programs_to_check(runs: list[RunRecord], count: int) -> dict[str, str]:
+    """The final greedy programs of the first ``count`` held-out tasks, from the first seed of
+    the first fused arm (else the first run)."""
+    fused = [r for r in runs if r.arm in FUSED_ARMS and r.final_programs]
+    source = (fused or [r for r in runs if r.final_programs])[:1]
+    if not source:
+        return {}
+    return dict(list(source[0].final_programs.items())[:count])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl_env.bench.records import RunRecord
-from wmrl_env.bench.report import mean_curve
+from wmrl_env.bench.report import mean_curve, score_band
 from wmrl_env.utils.imports import require
 
 FOCUS_ARM = "wmrl"
@@ -45,17 +45,21 @@ def learning_curves(runs: Sequence[RunRecord], path: Path) -> None:
     fig, (by_seconds, by_step) = plt.subplots(1, 2, figsize=(10, 4))
     for arm, arm_runs in _by_arm(runs).items():
         seconds, scores = mean_curve(arm_runs)
+        low, high = score_band(arm_runs)
         steps = [s.step for s in arm_runs[0].evaluated[: scores.size]]
-        by_seconds.plot(np.maximum(seconds, 1e-2), scores, marker=".", label=arm)
+        x = np.maximum(seconds, 1.0)  # the world-model arm spends none: drawn at 1 s
+        (line,) = by_seconds.plot(x, scores, marker=".", label=arm)
+        by_seconds.fill_between(x, low, high, color=line.get_color(), alpha=0.15)
         by_step.plot(steps, scores, marker=".", label=arm)
+        by_step.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
     by_seconds.set_xscale("log")
-    by_seconds.set_xlabel("cumulative real-execution seconds (log)")
-    by_step.set_xlabel("training step")
+    by_seconds.set_xlabel("cumulative real-execution seconds (log; 0 drawn at 1)")
+    by_step.set_xlabel("training round")
     for ax in (by_seconds, by_step):
-        ax.set_ylabel("true normalised score (greedy policy)")
+        ax.set_ylabel("held-out score")
         ax.grid(alpha=0.3)
     by_step.legend(fontsize=8)
-    fig.suptitle("True score against real-execution cost (mean over seeds)")
+    fig.suptitle("Held-out score against real-execution cost (mean, 95 % band over seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

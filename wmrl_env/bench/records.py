@@ -18,8 +18,8 @@ from typing import Any
 class StepRecord:
     """One training step. Seconds are cumulative since the run started.
 
-    ``true_score`` is the evaluated policy's true normalised score (NaN when the step was not
-    evaluated); the rest are the fusion's diagnostics of that step.
+    ``true_score`` is the policy's held-out score (NaN when the step was not evaluated); the
+    rest are the fusion's diagnostics of that step.
     """
 
     step: int
@@ -34,6 +34,7 @@ class StepRecord:
     spearman: float = math.nan
     residual_mse: float = math.nan
     anchor_gap: float = math.nan
+    wm_weight: float = math.nan
     n_anchor_groups: int = 0
     n_failed: int = 0
     calibration_fallback: str | None = None
@@ -48,6 +49,8 @@ class RunRecord:
     steps: list[StepRecord] = field(default_factory=list)
     calibration: dict[str, list[float]] = field(default_factory=dict)
     """the final calibration map on a grid and the window's anchor pairs (for plots)"""
+    final_programs: dict[str, str] = field(default_factory=dict)
+    """held-out task -> the final policy's most likely program id"""
 
     @property
     def evaluated(self) -> list[StepRecord]:
@@ -69,4 +72,10 @@ class RunRecord:
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         names = {f.name for f in fields(StepRecord)}
         steps = [StepRecord(**{k: v for k, v in s.items() if k in names}) for s in data["steps"]]
-        return cls(data["arm"], data["seed"], steps, data.get("calibration", {}))
+        return cls(
+            data["arm"],
+            data["seed"],
+            steps,
+            data.get("calibration", {}),
+            data.get("final_programs", {}),
+        )

@@ -1,12 +1,12 @@
-"""Run the benchmark: GRPO on the ML task suite, once per arm and seed.
+"""Run the benchmark: GRPO over the ML task suite, once per arm and seed.
 
-Each run trains a per-task softmax policy over the structured program space with
-:func:`wmrl_env.grpo.train` on a :class:`~wmrl_env.WorldModelVectorEnv` whose fusion method is
-the arm. Every few rounds the *greedy* policy (the most likely program per task) is scored by its
-real execution result, not charged to the run (:func:`true_score_executor`): that is the
-true score. Cost accounting
-comes from the env's ``info``: real-execution seconds of the anchors, world-model seconds,
-and the wall clock.
+Each run post-trains one task-conditioned policy (:class:`~wmrl_env.bench.policy.
+TaskConditionedPolicy`) with :func:`wmrl_env.grpo.train` on a
+:class:`~wmrl_env.WorldModelVectorEnv` over the suite's ``train`` split, whose fusion method
+is the arm (``anchors``: the fused arms' share of groups, all executed). Every few rounds the
+policy is scored on the ``heldout`` split from the execution table (:class:`Regime`), never
+charged: that is the true score. Cost accounting comes from the env's ``info``: recorded
+real-execution seconds of every real execution, world-model seconds, and the wall clock.
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wmrl_env.bench.config import BenchConfig
+from wmrl_env.bench.config import ANCHORS_ARM, BenchConfig
+from wmrl_env.bench.policy import TaskConditionedPolicy
 from wmrl_env.bench.records import RunRecord, StepRecord
+from wmrl_env.bench.suite import ScoreTable, sample_tasks, split_tasks, task_features
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.fusion.anchors import num_anchor_groups
 
 
 def _ml_tasks():
@@ -51,68 +55,53 @@ def real_executor(config: BenchConfig) -> Iterator[Any]:
         executor.close()
 
 
-@contextmanager
-def true_score_executor(config: BenchConfig, executor: Any) -> Iterator[Any]:
-    """What measures the greedy policy's true score: the committed table (each program's
-    recorded real result, bit-identical to a live run on the same software) or, with
-    ``true_score="live"`` or the replay executor, the runs' own ``executor``."""
-    if config.true_score == "live" or config.executor == "replay":
-        yield executor
-        return
-    table = _ml_tasks().load_table().replay_executor()
-    try:
-        yield table
-    finally:
-        table.close()
+@dataclass(frozen=True)
+class Regime:
+    """What every run of a bench shares: the train tasks, every task's features (keyed by the
+    description the env observes), and the held-out tasks' table scores and features."""
+
+    train_tasks: tuple[str, ...]
+    features: dict[str, np.ndarray]
+    heldout: ScoreTable
+    heldout_features: np.ndarray
+
+    @classmethod
+    def of_suite(cls, train_tasks: int = 0, heldout_tasks: int = 0) -> Regime:
+        """The suite's ``train`` split to train on, its ``heldout`` split to score on (or
+        fixed samples of that many tasks of each)."""
+        train = sample_tasks(split_tasks("train"), train_tasks)
+        heldout = sample_tasks(split_tasks("heldout"), heldout_tasks)
+        ml_tasks = _ml_tasks()
+        rows = task_features(train + heldout, reference=train)
+        descriptions = [ml_tasks.get_task(t).description for t in train + heldout]
+        return cls(
+            train_tasks=train,
+            features=dict(zip(descriptions, rows, strict=True)),
+            heldout=ScoreTable.of(heldout),
+            heldout_features=rows[len(train) :],
+        )
+
+    def score(self, policy: TaskConditionedPolicy, how: str) -> float:
+        """The policy's held-out score ("greedy" or "expected"), from the table."""
+        probabilities = policy.probabilities(self.heldout_features)
+        return (
+            self.heldout.greedy(probabilities)
+            if how == "greedy"
+            else self.heldout.expected(probabilities)
+        )
+
+    def greedy_programs(self, policy: TaskConditionedPolicy) -> dict[str, str]:
+        """Held-out task -> the id of its most likely program."""
+        picks = np.argmax(policy.probabilities(self.heldout_features), axis=1)
+        programs = _ml_tasks().all_programs()
+        return {t: programs[int(p)].id for t, p in zip(self.heldout.task_ids, picks, strict=True)}
 
 
-class TaskPolicy:
-    """A softmax policy per task over the program space: a linear layer on a task one-hot.
-
-    Wraps :class:`~wmrl_env.grpo.policies.CategoricalPolicy` (its ``act``, ``log_prob`` and
-    ``parameters``) and adds :meth:`greedy`.
-    """
-
-    def __init__(self, descriptions: list[str], nvec: list[int], seed: int) -> None:
-        import torch
-
-        from wmrl_env.grpo.policies import CategoricalPolicy
-
-        index = {d: i for i, d in enumerate(descriptions)}
-
-        def encode(observations: Any) -> torch.Tensor:
-            rows = [index[str(o)] for o in np.asarray(observations, dtype=object).ravel()]
-            return torch.nn.functional.one_hot(torch.tensor(rows), len(index)).float()
-
-        self.inner = CategoricalPolicy(len(index), nvec, encode, hidden=0, seed=seed)
-        self.nvec = nvec
-
-    def act(self, observations: Any):
-        return self.inner.act(observations)
-
-    def log_prob(self, observations: Any, actions: np.ndarray):
-        return self.inner.log_prob(observations, actions)
-
-    def parameters(self):
-        return self.inner.parameters()
-
-    def greedy(self, description: str) -> np.ndarray:
-        """The most likely action for a task (dimensions are independent)."""
-        import torch
-
-        grid = np.stack(np.meshgrid(*[np.arange(n) for n in self.nvec], indexing="ij"), -1)
-        actions = grid.reshape(-1, len(self.nvec))
-        with torch.no_grad():
-            log_probs = self.log_prob(np.array([description] * len(actions), dtype=object), actions)
-        return actions[int(torch.argmax(log_probs))]
-
-
-def evaluate(policy: TaskPolicy, env: Any, executor: Any, tasks: tuple[str, ...]) -> float:
-    """Mean real normalised score of the greedy program over ``tasks`` (failures score 0)."""
-    ml_tasks = _ml_tasks()
-    jobs = [env.make_job(policy.greedy(ml_tasks.get_task(t).description), task_id=t) for t in tasks]
-    results = executor.run(jobs)
-    return float(np.mean([r.score if r.ok else 0.0 for r in results]))
+def groups_per_round(config: BenchConfig, arm: str) -> int:
+    """``num_groups``, or for the anchors arm the number of groups a fused arm executes."""
+    if arm != ANCHORS_ARM:
+        return config.num_groups
+    return num_anchor_groups(config.num_groups, config.anchor_fraction, minimum=1)
 
 
 def run_one(
@@ -121,41 +110,43 @@ def run_one(
     seed: int,
     world_model: Any,
     executor: Any,
-    scorer: Any,
+    regime: Regime,
     on_step: Callable[[StepRecord], None] | None = None,
 ) -> RunRecord:
-    """Train one policy with one fusion method; returns its step-by-step record.
+    """Train one task-conditioned policy on the train split with one arm; returns its record.
 
-    ``executor`` runs the anchors; ``scorer`` measures true scores (:func:`true_score_executor`).
+    ``executor`` runs the real executions (every one charged); the held-out score comes from
+    the execution table (:class:`Regime`), never charged.
     """
     from wmrl_env.grpo import GRPOConfig, train
     from wmrl_env.wrappers import WorldModelVectorEnv
 
     ml_tasks = _ml_tasks()
-    tasks = config.tasks
-    descriptions = [ml_tasks.get_task(t).description for t in tasks]
-    nvec = [int(n) for n in ml_tasks.program_space().nvec]
-    fusion = RewardFusion(method=arm, anchor_fraction=config.anchor_fraction, seed=seed)
+    num_groups = groups_per_round(config, arm)
+    method = "real" if arm == ANCHORS_ARM else arm
+    fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
 
     def make_env(executor: Any = executor):
-        return ml_tasks.MLTaskEnv(tasks=tasks, executor=executor, action_mode="structured")
+        return ml_tasks.MLTaskEnv(
+            tasks=regime.train_tasks, executor=executor, action_mode="structured"
+        )
 
     envs = WorldModelVectorEnv(
         make_env,
         world_model,
-        config.num_groups,
+        num_groups,
         config.group_size,
         fusion=fusion,
-        update_world_model=arm != "real",  # the real arm trains on real scores alone
+        update_world_model=method != "real",  # real and anchors learn from real scores alone
+        anchor_priority="uncertainty" if config.uncertainty_anchors else "uniform",
         executor="thread",
-        num_workers=min(16, config.num_groups * config.group_size),
+        num_workers=min(16, num_groups * config.group_size),
     )
-    scorer_env = make_env(scorer)
-    policy = TaskPolicy(descriptions, nvec, seed)
+    policy = TaskConditionedPolicy(regime.features, hidden=config.hidden, seed=seed)
     record = RunRecord(arm=arm, seed=seed)
     start = time.perf_counter()
     totals = {"real_exec_seconds": 0.0, "wm_seconds": 0.0, "real_executions": 0}
-    record.steps.append(StepRecord(step=0, true_score=evaluate(policy, scorer_env, scorer, tasks)))
+    record.steps.append(StepRecord(step=0, true_score=regime.score(policy, config.heldout_score)))
 
     def log(row: dict[str, Any]) -> None:
         totals["real_exec_seconds"] += row["real_exec_seconds"]
@@ -170,13 +161,14 @@ def run_one(
             wall_seconds=time.perf_counter() - start,
             wm_seconds=totals["wm_seconds"],
             real_executions=totals["real_executions"],
-            true_score=evaluate(policy, scorer_env, scorer, tasks) if evaluated else math.nan,
+            true_score=regime.score(policy, config.heldout_score) if evaluated else math.nan,
             fused_reward_mean=row["reward_mean"],
             real_reward_mean=row["real_reward_mean"],
             kappa=row["kappa"],
             spearman=_number(batch.get("spearman")),
             residual_mse=_number(batch.get("residual_mse")),
             anchor_gap=_number(batch.get("anchor_gap")),
+            wm_weight=_number(batch.get("wm_weight")),
             n_anchor_groups=int(row["n_anchor_groups"]),
             n_failed=int(row["n_failed"]),
             calibration_fallback=batch.get("calibration_fallback"),
@@ -195,8 +187,8 @@ def run_one(
         train(envs, policy, grpo, log=log)
     finally:
         envs.close()
-        scorer_env.close()
-    if arm != "real" and arm != "wm":
+    record.final_programs = regime.greedy_programs(policy)
+    if method not in ("real", "wm"):
         record.calibration = _calibration_snapshot(fusion)
     return record
 

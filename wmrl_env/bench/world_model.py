@@ -1,8 +1,16 @@
-"""The benchmark's world model: the embedding regressor reading structured actions as code.
+"""The benchmark's world models: the default one reading structured actions as code, and a
+useless one for the never-worse check.
 
-The policy acts in the structured program space; the world model reads what the sandbox
-would run, the program text rendered for the task. It is fitted on the execution table of
-the *train* tasks only, so on the held-out tasks it is an honest, imperfect predictor.
+The policy acts in the structured program space; the default world model
+(:func:`~wmrl_env.world_models.load_default_ml_world_model`, pretrained on the execution
+table of the suite's ``wm`` split) reads what the sandbox would run, the program text
+rendered for the task. :class:`RandomWorldModel` scores uniformly at random: no information.
+
+Example:
+    >>> model = RandomWorldModel(seed=0)
+    >>> prediction = model.predict(["task"] * 3, [[0, 0, 0]] * 3)
+    >>> prediction.scores.shape, bool(((prediction.scores >= 0) & (prediction.scores <= 1)).all())
+    ((3,), True)
 """
 
 from __future__ import annotations
@@ -54,15 +62,29 @@ def train_pairs(train_tasks: Sequence[str]) -> tuple[list[str], list[str], np.nd
     return [r["description"] for r in rows], [r["program"] for r in rows], scores
 
 
-def default_world_model(encoder: Any = None) -> ProgramWorldModel:
-    """An embedding regressor fitted on the train tasks' execution table.
+class RandomWorldModel:
+    """Uniform random scores in [0, 1], whatever the program: a world model that knows nothing.
 
-    Pass one shared ``encoder`` to several models: its embedding cache then serves them all.
+    Its std is the uniform distribution's (1/sqrt(12)) for every item.
     """
-    from wmrl_env.envs.ml_tasks import ALL_TASKS, TRAIN_TASKS, get_task
-    from wmrl_env.world_models import EmbeddingRegressor
 
-    regressor = EmbeddingRegressor(encoder=encoder)
-    regressor.fit(*train_pairs(TRAIN_TASKS))
-    kind_of = {get_task(t).description: get_task(t).kind for t in ALL_TASKS}
-    return ProgramWorldModel(regressor, kind_of)
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, contexts: Sequence[Any], actions: Sequence[Any]) -> Prediction:
+        if len(contexts) != len(actions):
+            raise ValueError(f"{len(contexts)} contexts but {len(actions)} actions")
+        n = len(contexts)
+        return Prediction(self.rng.uniform(0.0, 1.0, n), np.full(n, 12**-0.5))
+
+
+def default_world_model(task_ids: Sequence[str]) -> ProgramWorldModel:
+    """The package's default world model for ML programs (v2: the program's syntax tree and
+    the task's train file, pretrained on the ``wm`` split's execution table, learning each
+    task online from its anchors), reading structured actions on ``task_ids`` as the programs
+    they render."""
+    from wmrl_env.envs.ml_tasks import get_task
+    from wmrl_env.world_models import load_default_ml_world_model
+
+    kind_of = {get_task(t).description: get_task(t).kind for t in task_ids}
+    return ProgramWorldModel(load_default_ml_world_model(), kind_of)
