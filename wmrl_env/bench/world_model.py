@@ -52,16 +52,6 @@ class ProgramWorldModel:
         self.text_model.update(list(contexts), self._texts(contexts, actions), real)
 
 
-def train_pairs(train_tasks: Sequence[str]) -> tuple[list[str], list[str], np.ndarray]:
-    """(description, program text, score) of every table row of ``train_tasks``; a failed
-    program scores 0, the reward the env gives it."""
-    from wmrl_env.envs.ml_tasks import load_table
-
-    rows = [row for row in load_table().with_text() if row["task_id"] in set(train_tasks)]
-    scores = np.array([row["score"] if row["status"] == "ok" else 0.0 for row in rows])
-    return [r["description"] for r in rows], [r["program"] for r in rows], scores
-
-
 class RandomWorldModel:
     """Uniform random scores in [0, 1], whatever the program: a world model that knows nothing.
 
