@@ -223,7 +223,16 @@ def test_interrupted_batch_leaves_nothing_running(sandbox_factory, marker) -> No
     assert all("closed" in r.message for r in results)
 
 
-def test_ctrl_c_during_run_closes_the_sandbox(sandbox_factory, marker) -> None:
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt even where the run inherited SIGINT ignored (a job that
+    a non-interactive shell started in the background: Python then installs no handler)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_during_run_closes_the_sandbox(sandbox_factory, marker, ctrl_c_raises) -> None:
     sandbox = sandbox_factory(timeout_s=120)
     program = "import time\ntime.sleep(300)\n"
 
