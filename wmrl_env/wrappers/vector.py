@@ -244,8 +244,11 @@ class WorldModelVectorEnv(VectorEnv):
             raise RuntimeError("WorldModelVectorEnv is closed")
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Close the executor: every real env and worker process."""
-        self.executor.close()
+        """Close the executor: every real env and worker process (none when ``__init__``
+        failed before creating it: gymnasium's ``__del__`` still calls this)."""
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.close()
 
     def __repr__(self) -> str:
         return (
