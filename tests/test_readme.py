@@ -49,7 +49,10 @@ def test_readme_example_runs_and_executes_one_group_for_real(capsys) -> None:
     try:
         assert info["is_anchor"].sum() == 8  # one group of 8 in 10 groups (10 %)
         anchors = info["is_anchor"]
-        assert (info["exec_status"][anchors] == "ok").all(), info["exec_status"][anchors]
+        statuses = list(
+            zip(info["exec_status"][anchors], info["exec_message"][anchors], strict=True)
+        )
+        assert all(status == "ok" for status, _ in statuses), statuses
         assert np.isfinite(info["real_score"][anchors]).all()
         assert np.isnan(info["real_score"][~anchors]).all()
         assert np.isfinite(info["advantage"]).all() and np.isfinite(namespace["rewards"]).all()
