@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,22 +43,53 @@ def sampling_policy():
     return my_policy
 
 
-@pytest.mark.slow
-@pytest.mark.transformers
-def test_readme_example_runs_and_executes_one_group_for_real(capsys) -> None:
+def run_readme_example() -> dict:
+    """Run the README block as a user would and return what the test checks (as lists)."""
     namespace = {"my_policy": sampling_policy()}
     exec(compile(readme_example(), str(README), "exec"), namespace)
     info, envs = namespace["info"], namespace["envs"]
     try:
-        assert info["is_anchor"].sum() == 8  # one group of 8 in 10 groups (10 %)
-        anchors = info["is_anchor"]
-        statuses = list(
-            zip(info["exec_status"][anchors], info["exec_message"][anchors], strict=True)
-        )
-        assert all(status == "ok" for status, _ in statuses), statuses
-        assert np.isfinite(info["real_score"][anchors]).all()
-        assert np.isnan(info["real_score"][~anchors]).all()
-        assert np.isfinite(info["advantage"]).all() and np.isfinite(namespace["rewards"]).all()
-        assert capsys.readouterr().out.startswith("8 ")
+        return {
+            "is_anchor": info["is_anchor"].tolist(),
+            "exec_status": info["exec_status"].tolist(),
+            "exec_message": info["exec_message"].tolist(),
+            "real_score": info["real_score"].tolist(),
+            "advantage": info["advantage"].tolist(),
+            "rewards": np.asarray(namespace["rewards"]).tolist(),
+        }
     finally:
         envs.close()
+
+
+@pytest.mark.slow
+@pytest.mark.transformers
+def test_readme_example_runs_and_executes_one_group_for_real() -> None:
+    # a fresh interpreter, as a user runs it: no state left by the tests that ran before
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import test_readme; "
+        "print('RESULT ' + json.dumps(test_readme.run_readme_example()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    printed = [line for line in done.stdout.splitlines() if not line.startswith("RESULT ")]
+    assert printed and printed[0].startswith("8 "), done.stdout[-2000:]
+    result = json.loads(done.stdout.split("RESULT ", 1)[1])
+    anchors = np.array(result["is_anchor"])
+    assert anchors.sum() == 8  # one group of 8 in 10 groups (10 %)
+    statuses = [
+        (status, message)
+        for status, message, anchor in zip(
+            result["exec_status"], result["exec_message"], anchors, strict=True
+        )
+        if anchor
+    ]
+    assert all(status == "ok" for status, _ in statuses), statuses
+    real = np.array(result["real_score"], dtype=float)
+    assert np.isfinite(real[anchors]).all()
+    assert np.isnan(real[~anchors]).all()
+    assert np.isfinite(result["advantage"]).all() and np.isfinite(result["rewards"]).all()
