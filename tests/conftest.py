@@ -119,3 +119,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if marker in required_markers():
             pytest.fail(f"[{marker}] required by WMRL_REQUIRED_MARKERS but unavailable: {reason}")
         pytest.skip(f"[{marker}] {reason}")
+
+
+def _rebound_opens() -> list[str]:
+    """Where ``open`` no longer means the builtin: ``builtins`` itself, or a module global of
+    this package (a full-suite run once saw ``open`` act as ``os.open`` in an anchor's step)."""
+    import builtins
+    import io
+    import sys
+
+    found = [] if builtins.open is io.open else [f"builtins.open is {builtins.open!r}"]
+    for name, module in list(sys.modules.items()):
+        if name.startswith("wmrl_env") and "open" in getattr(module, "__dict__", {}):
+            found.append(f"{name}.open is {module.__dict__['open']!r}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _open_stays_the_builtin():
+    """Fail the test that leaves ``open`` rebound, so the leak is found where it starts."""
+    before = set(_rebound_opens())
+    yield
+    leaked = [where for where in _rebound_opens() if where not in before]
+    assert not leaked, f"this test left `open` rebound: {leaked}"
