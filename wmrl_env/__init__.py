@@ -5,8 +5,9 @@ GRPO groups for real as anchors, recalibrate the world model against the anchors
 and fuse the two reward streams with inverse-variance weights.
 """
 
-from wmrl_env.executors.base import ExecResult, ExecStatus, Executor, Job
+from wmrl_env.executors.base import ExecResult, ExecStatus, Executor
 from wmrl_env.fusion import FusionOutput, OnlineCalibrator, RewardFusion
+from wmrl_env.sandboxes.job import Job
 from wmrl_env.world_models.base import DynamicsWorldModel, Prediction, WorldModel
 from wmrl_env.wrappers import WorldModelVectorEnv, WorldModelWrapper
 
