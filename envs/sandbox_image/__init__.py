@@ -3,3 +3,5 @@
 
 Build it with ``wmrl build-image``; see :mod:`wmrl_env.sandboxes.image`.
 """
+
+__all__: list[str] = []  # a data package: the recipe files

@@ -13,13 +13,12 @@ Example:
 """
 
 from wmrl_env.env_executors.gym_env import BACKENDS, GymEnvExecutor
-from wmrl_env.env_executors.play import REPORTED_SECONDS, EnvDescription, EnvJob, EnvPool
+from wmrl_env.env_executors.play import REPORTED_SECONDS, EnvDescription, EnvJob
 
 __all__ = [
     "BACKENDS",
     "REPORTED_SECONDS",
     "EnvDescription",
     "EnvJob",
-    "EnvPool",
     "GymEnvExecutor",
 ]

@@ -3,7 +3,7 @@
 Backends: :class:`LocalSandbox` (bubblewrap or rlimits on this machine), :class:`DockerSandbox`
 (one container per job), :class:`RayExecutor` (either, on a Ray cluster); wrappers around any
 of them: :class:`CachedExecutor` (content-addressed results) and
-:class:`~wmrl_env.sandboxes.replay.ReplayExecutor` (recorded executions). Backends with heavy
+:class:`ReplayExecutor` (recorded executions). Backends with heavy
 dependencies (Docker, Ray) import them only when constructed.
 
 Example:
@@ -25,6 +25,7 @@ from wmrl_env.sandboxes.job import InvalidOutputError, Job, Scorer
 from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.local import LocalSandbox, SandboxUnavailableError
 from wmrl_env.sandboxes.ray_executor import RayExecutor
+from wmrl_env.sandboxes.replay import ReplayExecutor, ReplayRecord
 from wmrl_env.sandboxes.scoring import JsonScore, apply_scorer
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "JsonScore",
     "LocalSandbox",
     "RayExecutor",
+    "ReplayExecutor",
+    "ReplayRecord",
     "SandboxImageMissingError",
     "SandboxLimits",
     "SandboxUnavailableError",
