@@ -243,8 +243,8 @@ def learnable_gain(metric: str, baseline: float, best: float) -> float:
     no noisy target reaches, the share of the baseline's squared error removed
     (``1 - (best / b)^2``, the R^2 of the best program against the training mean).
 
-    >>> learnable_gain("roc_auc", 0.5, 0.8), learnable_gain("rmse", 10.0, 8.0)
-    (0.6000000000000001, 0.36)
+    >>> round(learnable_gain("roc_auc", 0.5, 0.8), 6), round(learnable_gain("rmse", 10.0, 8.0), 6)
+    (0.6, 0.36)
     """
     if metric == "rmse":
         return 1.0 - (best / baseline) ** 2 if baseline > 0 else 0.0

@@ -19,7 +19,7 @@ Example:
     >>> wine = load_dataset("wine")
     >>> noisy = perturb(wine, "wine")
     >>> sorted(noisy.feature_names) == sorted(wine.feature_names), noisy.feature_names[0]
-    (True, 'malic_acid')
+    (True, 'flavanoids')
     >>> bool((noisy.y == wine.y).all()), bool((noisy.X == perturb(wine, "wine").X).all())
     (True, True)
 """
