@@ -5,6 +5,8 @@ noisy 0/1 success. The world model scores answers from a distorted view of the t
 over-scores one *wrong* answer per task: a policy trained on it alone learns the exploit.
 With ``--method wmrl`` (default) 10 % of the groups run for real each round, and the fusion
 calibrates and down-weights the world model; compare ``--method wm`` and ``--method real``.
+The task, its real env and the world model are :mod:`wmrl_env.demo`'s (``BanditTasks``,
+``BanditTaskEnv``, ``HackableWorldModel``).
 
     python examples/grpo_bandit.py --method wmrl --iterations 150
 """
@@ -13,12 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
-from wmrl_env.demo import BanditTasks
+from wmrl_env.demo import BanditTaskEnv, BanditTasks, HackableWorldModel
 from wmrl_env.grpo import GRPOConfig, make_policy, train
 from wmrl_env.utils.args import parse_args
 
@@ -36,36 +37,6 @@ class Args:
     num_answers: int = field(default=8, metadata={"help": "candidate answers per task"})
     learning_rate: float = field(default=0.1, metadata={"help": "Adam learning rate"})
     seed: int = field(default=0, metadata={"help": "seeds tasks, env, fusion and policy"})
-
-
-class BanditTaskEnv(gym.Env):
-    """One step: observe a task id, answer, get a Bernoulli(success[task, answer]) reward."""
-
-    def __init__(self, tasks: BanditTasks) -> None:
-        self.tasks = tasks
-        self.observation_space = gym.spaces.Discrete(tasks.success.shape[0])
-        self.action_space = gym.spaces.Discrete(tasks.success.shape[1])
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.task = int(self.np_random.integers(self.tasks.success.shape[0]))
-        return self.task, {}
-
-    def step(self, action: int):
-        success = self.np_random.random() < self.tasks.success[self.task, int(action)]
-        return self.task, float(success), True, False, {}
-
-
-class HackableWorldModel:
-    """The world model's view of each answer, plus a little noise."""
-
-    def __init__(self, tasks: BanditTasks, seed: int) -> None:
-        self.view = tasks.wm_view
-        self.rng = np.random.default_rng(seed)
-
-    def predict(self, contexts, answers) -> np.ndarray:
-        scores = self.view[np.asarray(contexts), np.asarray(answers)]
-        return scores + self.rng.normal(0.0, 0.05, size=scores.shape)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -1,6 +1,7 @@
 """Stable-Baselines3 PPO trained on a world-model env through the SB3 adapter.
 
-The same hackable contextual bandit as ``grpo_bandit.py``: PPO sees fused rewards (real on
+The same hackable contextual bandit as ``grpo_bandit.py`` (:mod:`wmrl_env.demo`'s
+``BanditTasks``, ``BanditTaskEnv`` and ``HackableWorldModel``): PPO sees fused rewards (real on
 the anchor groups, calibrated world model elsewhere) through ``SB3VecEnv``, the one place
 where gymnasium's vector contract is converted to SB3's.
 
@@ -13,12 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from grpo_bandit import BanditTaskEnv, HackableWorldModel
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecMonitor
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
-from wmrl_env.demo import BanditTasks
+from wmrl_env.demo import BanditTaskEnv, BanditTasks, HackableWorldModel
 from wmrl_env.integrations.sb3 import SB3VecEnv
 from wmrl_env.utils.args import parse_args
 

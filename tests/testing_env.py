@@ -227,6 +227,8 @@ class SnapshotPointMassEnv(PointMassEnv):
         return {"x": self._x.copy(), "t": self._t}
 
     def restore_snapshot(self, snapshot: dict[str, Any]):
+        if not (isinstance(snapshot, dict) and {"x", "t"} <= snapshot.keys()):
+            raise ValueError(f"not a point-mass snapshot: {snapshot!r}")
         self._x, self._t = snapshot["x"].copy(), snapshot["t"]
         return self._x.copy(), {"restored": True}
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 
 from wmrl_env.fusion import METHODS, RewardFusion
@@ -47,6 +48,51 @@ class BanditTasks:
             hacked = rng.choice(wrong, size=exploits_per_task, replace=False)
             wm_view[task, hacked] = exploit_score  # confidently wrong
         return cls(success, wm_view)
+
+
+class BanditTaskEnv(gym.Env[int, int]):
+    """The bandit as a real env: one step, observe a task id, answer, get a
+    Bernoulli(``success[task, answer]``) reward (what ``examples/`` train on).
+
+    Example:
+        >>> env = BanditTaskEnv(BanditTasks.sample(np.random.default_rng(0), 4, 3))
+        >>> task, _ = env.reset(seed=0)
+        >>> env.step(1)[2:4]
+        (True, False)
+    """
+
+    def __init__(self, tasks: BanditTasks) -> None:
+        self.tasks = tasks
+        self.observation_space = gym.spaces.Discrete(tasks.success.shape[0])
+        self.action_space = gym.spaces.Discrete(tasks.success.shape[1])
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[int, dict]:
+        super().reset(seed=seed)
+        self.task = int(self.np_random.integers(self.tasks.success.shape[0]))
+        return self.task, {}
+
+    def step(self, action: int) -> tuple[int, float, bool, bool, dict]:
+        success = self.np_random.random() < self.tasks.success[self.task, int(action)]
+        return self.task, float(success), True, False, {}
+
+
+class HackableWorldModel:
+    """The world model's view of each answer (exploits included), plus a little noise.
+
+    Example:
+        >>> tasks = BanditTasks.sample(np.random.default_rng(0), 4, 3)
+        >>> HackableWorldModel(tasks, seed=0).predict([0, 1], [2, 2]).shape
+        (2,)
+    """
+
+    def __init__(self, tasks: BanditTasks, seed: int, noise: float = 0.05) -> None:
+        self.view = tasks.wm_view
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, contexts: Sequence[int], answers: Sequence[int]) -> np.ndarray:
+        scores = self.view[np.asarray(contexts), np.asarray(answers)]
+        return scores + self.rng.normal(0.0, self.noise, size=scores.shape)
 
 
 @dataclass(frozen=True)

@@ -151,11 +151,13 @@ class ExecutionTable:
     def for_task(self, task_id: str) -> list[TableRow]:
         return [row for row in self.rows if row.task_id == task_id]
 
-    def with_text(self) -> list[dict[str, Any]]:
-        """Every row as a dict plus ``description`` and ``program``: what a world model reads
-        (and, in ``score`` / ``status``, what it learns to predict)."""
+    def with_text(self, tasks: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every row (of ``tasks``, when given) as a dict plus ``description`` and ``program``:
+        what a world model reads (and, in ``score`` / ``status``, what it learns to predict).
+        Rows are picked before their programs are rendered."""
         from .registry import get_task
 
+        wanted = None if tasks is None else set(tasks)
         return [
             {
                 **{name: getattr(row, name) for name in TABLE_COLUMNS},
@@ -163,6 +165,7 @@ class ExecutionTable:
                 "program": row.program(),
             }
             for row in self.rows
+            if wanted is None or row.task_id in wanted
         ]
 
     def replay_executor(self) -> ReplayExecutor:

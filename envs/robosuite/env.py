@@ -42,8 +42,11 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
         render_size: ``(height, width)`` of rendered frames.
         render_camera: camera used by :meth:`render`.
         model_seed: seeds what robosuite randomises when it builds the model (object sizes).
-            Environments built with the same arguments get the same model, so snapshots
-            transfer between them.
+            Environments built with the same arguments start with the same model. Some tasks
+            also write the model at every reset (Door places the door there), so a snapshot
+            restores only into an env whose last reset drew the same model (built with the
+            same arguments and reset with the same seed, as a group's members are); any other
+            restore raises ``ValueError``.
         **robosuite_kwargs: passed on to ``robosuite.make``.
 
     Example (needs robosuite)::
@@ -145,7 +148,9 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
         return {**snapshots.take_snapshot(self._env), "task": self.task}
 
     def restore_snapshot(self, snapshot: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
-        """Continue from ``snapshot`` (taken from an env built with the same arguments)."""
+        """Continue from ``snapshot``: taken from an env built with the same arguments whose
+        model is the same now (for Door: reset with the same seed; see ``model_seed``).
+        Raises ``ValueError`` for a snapshot that does not fit, leaving the env unchanged."""
         if isinstance(snapshot, dict) and snapshot.get("task", self.task) != self.task:
             raise ValueError(f"snapshot of task {snapshot['task']!r} given to a {self.task} env")
         raw = snapshots.restore_snapshot(self._env, snapshot)

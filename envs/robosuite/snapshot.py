@@ -20,7 +20,8 @@ LIBERO) and 1.5.
 Example (needs robosuite)::
 
     snapshot = take_snapshot(env)          # env: a robosuite environment
-    restore_snapshot(env, snapshot)        # any env built with the same arguments
+    restore_snapshot(env, snapshot)        # an env whose model matches (same arguments, and
+                                           # for tasks that write the model at reset, same seed)
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ _FINGERPRINT_MODEL_FIELDS = ("geom_size", "geom_pos", "body_pos", "body_mass", "
 def model_fingerprint(sim: Any) -> str:
     """A short hash of the model fields that differ between separately built environments.
 
-    robosuite draws object sizes when it builds the model; snapshots only transfer between
-    environments whose models agree, which this fingerprint checks.
+    robosuite draws object sizes when it builds the model, and some tasks write the model at
+    reset (Door's placement); snapshots only transfer between environments whose models agree,
+    which this fingerprint checks.
     """
     model, _ = _raw(sim)
     digest = hashlib.sha1()
@@ -243,8 +245,9 @@ def _check_snapshot(env: Any, snapshot: Any) -> None:
         raise ValueError("snapshot's observables differ from this environment's")
     if snapshot["model"] != model_fingerprint(env.sim):
         raise ValueError(
-            "snapshot was taken in a simulation with a different model (object sizes or "
-            "masses differ): build every environment of a group with the same arguments"
+            "snapshot was taken in a simulation with a different model (object sizes, masses "
+            "or placements differ): build every environment of a group with the same "
+            "arguments and reset it with the group's seed before restoring"
         )
     for what, have, expected in (
         ("grippers", len(snapshot["grippers"]), sum(1 for _ in _grippers(env))),

@@ -19,9 +19,9 @@ WORLD = SyntheticWorld(num_groups=64, group_size=8, wm_noise=0.05, group_bias=0.
 STEPS = 80
 
 
-def run(seed: int, offset=lambda step: 0.0):
+def run(seed: int, offset=lambda step: 0.0, method: str = "wmrl"):
     """Alarm flags per step, and the warnings raised, for one training run."""
-    fusion = RewardFusion(method="wmrl", anchor_fraction=0.1, seed=seed)
+    fusion = RewardFusion(method=method, anchor_fraction=0.1, seed=seed)
     rng = np.random.default_rng(seed + 1000)
     alarms = []
     with warnings.catch_warnings(record=True) as caught:
@@ -63,6 +63,18 @@ def test_alarm_soon_after_the_world_model_starts_drifting_faster_and_faster() ->
         episodes = int(np.sum(np.diff(np.r_[0, alarms]) == 1))
         assert len(warned) == episodes >= 1
     assert max(delays) <= 30, delays
+
+
+def test_off_under_real_rewards_where_no_world_model_is_used() -> None:
+    """The same drifting world model as above alarms under ``wmrl``; under ``real`` the
+    rewards never use it (the bench's ``real`` arm), so the monitor stays silent."""
+
+    def drift(step: int) -> float:
+        return 0.0015 * max(step - 30, 0) ** 2
+
+    assert run(0, drift)[0].any()
+    alarms, warned = run(0, drift, method="real")
+    assert not alarms.any() and warned == []
 
 
 def test_monitor_resumes_bit_identically() -> None:

@@ -13,6 +13,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from robotics_helpers import assert_bitwise_equal, rollout
 
+from wmrl_env.testing import SnapshotContract
+
 pytestmark = [pytest.mark.libero, pytest.mark.slow]
 
 WORKER_ENVS = str(Path(__file__).parent / "worker_envs")
@@ -88,6 +90,13 @@ def test_group_members_restored_from_one_snapshot_replay_bit_identically(libero)
         partner.close()
     with pytest.raises(ValueError, match="libero_10/0"):
         libero.restore_snapshot({**snapshot, "task": "libero_10/3"})
+
+
+class TestLiberoSnapshots(SnapshotContract):
+    """The shared snapshot contract on LIBERO-Long task 0, through its worker."""
+
+    def make_env(self) -> gym.Env:
+        return _make()
 
 
 def test_goal_predicates_give_the_binary_success_reward() -> None:

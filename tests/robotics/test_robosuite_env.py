@@ -8,6 +8,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from robotics_helpers import assert_bitwise_equal, rollout
 
+from wmrl_env.testing import SnapshotContract
+
 pytestmark = pytest.mark.robosuite
 
 
@@ -124,6 +126,34 @@ def test_bad_snapshots_are_rejected_and_leave_the_env_usable(lift) -> None:
     finally:
         other_model.close()
     assert lift.step(np.zeros(7, np.float32))[0].shape == lift.observation_space.shape
+
+
+class TestLiftSnapshots(SnapshotContract):
+    """The shared snapshot contract on the registered Lift task (real MuJoCo)."""
+
+    def make_env(self) -> gym.Env:
+        import wmrl_env.envs.robosuite  # noqa: F401  (registers the ids)
+
+        return gym.make("wmrl/Lift-v0", horizon=40)
+
+
+class TestDoorSnapshots(SnapshotContract):
+    """Door places the door by writing the model at reset: a snapshot restores into an env
+    whose last reset drew the same placement (same seed), as a group's members are reset."""
+
+    restore_after_same_reset = True
+
+    def make_env(self) -> gym.Env:
+        import wmrl_env.envs.robosuite  # noqa: F401  (registers the ids)
+
+        return gym.make("wmrl/Door-v0", horizon=40)
+
+    def test_restore_after_another_seed_is_refused_clearly(self, envs, start) -> None:
+        snapshot = start[0]
+        other = envs[1].unwrapped
+        other.reset(seed=self.other_seed)
+        with pytest.raises(ValueError, match="different model"):
+            other.restore_snapshot(snapshot)
 
 
 def test_truncates_at_the_horizon_and_refuses_to_step_past_it() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import runpy
 from pathlib import Path
@@ -20,6 +21,19 @@ def examples_on_path(monkeypatch):
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)  # the examples pin one thread for their tiny networks
+
+
+def test_every_example_stands_alone() -> None:
+    """An example is one file read top to bottom: it imports no other example."""
+    examples = {path.stem for path in EXAMPLES.glob("*.py")}
+    for path in sorted(EXAMPLES.glob("*.py")):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+        assert not imported & examples, f"{path.name} imports {sorted(imported & examples)}"
 
 
 def test_quickstart(capsys) -> None:

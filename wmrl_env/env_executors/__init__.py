@@ -13,7 +13,13 @@ Example:
 """
 
 from wmrl_env.env_executors.gym_env import BACKENDS, GymEnvExecutor
-from wmrl_env.env_executors.play import REPORTED_SECONDS, EnvDescription, EnvJob
+from wmrl_env.env_executors.play import (
+    REPORTED_SECONDS,
+    EnvDescription,
+    EnvJob,
+    SupportsSnapshots,
+    supports_snapshots,
+)
 
 __all__ = [
     "BACKENDS",
@@ -21,4 +27,6 @@ __all__ = [
     "EnvDescription",
     "EnvJob",
     "GymEnvExecutor",
+    "SupportsSnapshots",
+    "supports_snapshots",
 ]

@@ -23,13 +23,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
 from wmrl_env.executors.base import ExecResult, ExecStatus, new_job_id
 
-__all__ = ["REPORTED_SECONDS", "EnvDescription", "EnvJob", "EnvPool", "play"]
+__all__ = [
+    "REPORTED_SECONDS",
+    "EnvDescription",
+    "EnvJob",
+    "EnvPool",
+    "SupportsSnapshots",
+    "play",
+    "supports_snapshots",
+]
 
 REPORTED_SECONDS = "exec_seconds"
 """An env whose every step's ``info`` carries this key (seconds of real execution, e.g. a
@@ -37,6 +45,27 @@ sandboxed program's run or a replayed table's recorded time) is charged that ins
 wall clock of its steps."""
 
 EnvFactory = Callable[[], gym.Env]
+
+
+@runtime_checkable
+class SupportsSnapshots(Protocol):
+    """An env whose exact state can be captured and restored: how every member of a GRPO
+    group gets the same start (:class:`EnvJob`'s ``capture_snapshot`` and ``snapshot``).
+
+    ``get_snapshot()`` returns the current state as plain data (it pickles and crosses
+    processes). ``restore_snapshot(snapshot)`` puts the env in that state and returns
+    ``(obs, info)`` like ``reset``, the observation being the one the env had when the snapshot
+    was taken; stepping on replays the original continuation bit for bit. A snapshot that
+    does not fit raises ``ValueError`` or ``TypeError`` and changes nothing.
+    :class:`wmrl_env.testing.SnapshotContract` checks all of this for an env.
+    """
+
+    def get_snapshot(self) -> Any: ...
+
+    def restore_snapshot(self, snapshot: Any) -> tuple[Any, dict[str, Any]]: ...
+
+
+_SNAPSHOT_METHODS = ("get_snapshot", "restore_snapshot")  # SupportsSnapshots'
 
 
 @dataclass(frozen=True)
@@ -107,12 +136,18 @@ def describe(env: gym.Env) -> EnvDescription:
         action_space=env.action_space,
         metadata=dict(env.metadata),
         max_episode_steps=spec.max_episode_steps if spec is not None else None,
-        has_snapshots=_has_snapshots(env),
+        has_snapshots=supports_snapshots(env),
     )
 
 
-def _has_snapshots(env: gym.Env) -> bool:
-    return all(callable(_attr(env, name)) for name in ("get_snapshot", "restore_snapshot"))
+def supports_snapshots(env: gym.Env) -> bool:
+    """Whether ``env``, or an env it wraps, is :class:`SupportsSnapshots`.
+
+    Example:
+        >>> supports_snapshots(gym.make("CartPole-v1"))
+        False
+    """
+    return all(callable(_attr(env, name)) for name in _SNAPSHOT_METHODS)
 
 
 def _attr(env: gym.Env, name: str) -> Any:

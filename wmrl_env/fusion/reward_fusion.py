@@ -17,7 +17,8 @@ denoising) and, for ``method="ppi"``, rectify its bias. Methods:
 ``lam``, the world model's weight, stays 0 until the anchors of earlier steps give clear
 evidence that the calibrated score predicts the real one (:class:`WorldModelGate`), so a
 useless world model costs nothing against GRPO on the anchor groups alone. Each step also
-feeds the reward-hacking monitor (:class:`GapMonitor`). A round is ``select_anchors`` ->
+feeds the reward-hacking monitor (:class:`GapMonitor`), except under ``"real"``, whose rewards
+do not use the world model. A round is ``select_anchors`` ->
 (``force_anchors``) -> ``step``; the fusion is the one record of inclusion probabilities.
 
 Failed real executions are marked with ``failed`` (their real score is NaN): they leave the
@@ -38,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +60,8 @@ METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
 CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
 WEIGHTED_METHODS = ("denoise", "wmrl")
 GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anchors' evidence
+# the methods whose rewards use the world model: only they can be hacked through it
+MONITORED_METHODS = tuple(method for method in METHODS if method != "real")
 GATES: tuple[str, ...] = ("evidence", "off")
 
 
@@ -362,7 +366,9 @@ class RewardFusion:
             self.kappa_estimator.fold_in(*variances)
         self.gate.update(r, f, g)
         gap = float(np.mean(f - r)) if r.size else float("nan")
-        reading = self.monitor.update(gap)
+        reading = GapReading(math.nan, math.nan, False)
+        if self.method in MONITORED_METHODS:
+            reading = self.monitor.update(gap)
         return AnchorFit(update, cross_fitted, known, variances, gap, reading)
 
     def state_dict(self) -> dict[str, Any]:

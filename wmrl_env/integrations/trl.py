@@ -54,7 +54,12 @@ from wmrl_env.executors.base import ExecResult, Executor
 from wmrl_env.fusion import FusionOutput, RewardFusion, uncertainty_priorities
 from wmrl_env.fusion.reward_fusion import CALIBRATED_METHODS
 from wmrl_env.utils.imports import require
-from wmrl_env.world_models.base import Prediction, WorldModel, as_prediction
+from wmrl_env.world_models.base import (
+    Prediction,
+    WorldModel,
+    as_prediction,
+    learn_from_real_scores,
+)
 
 _trl = require("trl", "the TRL integration")
 _transformers = require("transformers", "the TRL integration")
@@ -225,13 +230,8 @@ class WorldModelReward:
             wm_valid=prediction.valid,
         )
         returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
-        if self.update_world_model and hasattr(self.world_model, "update"):
-            done = is_anchor & ~failed
-            if done.any():
-                idx = np.flatnonzero(done)
-                self.world_model.update(
-                    [contexts[i] for i in idx], [artifacts[i] for i in idx], real[idx]
-                )
+        if self.update_world_model:
+            learn_from_real_scores(self.world_model, contexts, artifacts, real)
         self.n_calls += 1
         self.n_scored += n
         self.n_executed += len(results)

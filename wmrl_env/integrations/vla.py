@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ObsType
 
 from wmrl_env.utils.imports import require
 
@@ -59,7 +60,7 @@ class VLAPolicy(Protocol):
     def __call__(self, observations: Any, instructions: Sequence[str]) -> np.ndarray: ...
 
 
-class ActionChunking(gym.Wrapper):
+class ActionChunking(gym.Wrapper[ObsType, np.ndarray, ObsType, np.ndarray]):
     """Execute an action chunk ``(chunk_size, *action_shape)`` per step.
 
     The chunk's actions are played in order until one ends the episode; the step returns the

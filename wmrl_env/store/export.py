@@ -22,7 +22,8 @@ from typing import Any
 
 from wmrl_env.utils.imports import require
 
-from .sqlite_log import COLUMNS, ExecutionLog
+from .schema import COLUMNS
+from .sqlite_log import ExecutionLog
 
 __all__ = ["export_csv", "export_log", "export_parquet"]
 

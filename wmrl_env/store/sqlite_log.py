@@ -7,9 +7,10 @@ with ``synchronous=FULL`` by default: a committed row survives the process being
 :class:`ExecutionLog` is safe to share between threads; several processes may write to the
 same file (SQLite serialises them; ``busy_timeout`` waits for the lock).
 
-Columns: ``id, recorded_at, run_id, step, job_id, task_id, artifact_hash, artifact, status,
-score, wm_score, wall_seconds, exec_seconds, message, stdout, stderr, metadata`` (JSON).
-NaN scores are stored as NULL and read back as NaN.
+The table and its columns are :mod:`wmrl_env.store.schema`'s (``id, recorded_at, run_id, step,
+job_id, task_id, artifact_hash, artifact, status, score, wm_score, wall_seconds,
+exec_seconds, message, stdout, stderr, metadata``). NaN scores are stored as NULL and read
+back as NaN.
 
 Example:
     >>> import tempfile, os
@@ -38,65 +39,17 @@ from typing import Any, Literal
 
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes.job import Job
+from wmrl_env.store.schema import COLUMNS, SCHEMA_VERSION, TABLE, TAG_COLUMNS, create_statements
 from wmrl_env.utils.hashing import artifact_hash
 
-__all__ = ["COLUMNS", "TAG_COLUMNS", "ExecutionLog", "ExecutionRecord"]
+__all__ = ["ExecutionLog", "ExecutionRecord"]
 
-SCHEMA_VERSION = 1
 TEXT_TAIL_CHARS = 8000  # stdout / stderr kept per row (the executor already caps them)
-
-COLUMNS: tuple[str, ...] = (
-    "id",
-    "recorded_at",
-    "run_id",
-    "step",
-    "job_id",
-    "task_id",
-    "artifact_hash",
-    "artifact",
-    "status",
-    "score",
-    "wm_score",
-    "wall_seconds",
-    "exec_seconds",
-    "message",
-    "stdout",
-    "stderr",
-    "metadata",
-)
-
-TAG_COLUMNS: tuple[str, ...] = ("task_id", "run_id", "step", "wm_score")
-"""Job tags that :meth:`ExecutionLog.record_job` stores in their own columns; the other tags
-go to ``metadata["tags"]``."""
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS executions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    recorded_at TEXT NOT NULL,
-    run_id TEXT,
-    step INTEGER,
-    job_id TEXT NOT NULL,
-    task_id TEXT,
-    artifact_hash TEXT NOT NULL,
-    artifact TEXT NOT NULL,
-    status TEXT NOT NULL,
-    score REAL,
-    wm_score REAL,
-    wall_seconds REAL NOT NULL,
-    exec_seconds REAL NOT NULL,
-    message TEXT NOT NULL,
-    stdout TEXT NOT NULL,
-    stderr TEXT NOT NULL,
-    metadata TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS executions_task_artifact ON executions (task_id, artifact_hash);
-CREATE INDEX IF NOT EXISTS executions_run_step ON executions (run_id, step);
-"""
 
 
 @dataclass(frozen=True)
 class ExecutionRecord:
-    """One logged execution (a row of the ``executions`` table)."""
+    """One logged execution (a row of the table, :data:`~wmrl_env.store.schema.COLUMNS`)."""
 
     id: int
     recorded_at: str
@@ -152,9 +105,8 @@ class ExecutionLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
         with self._transaction() as conn:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in create_statements():
+                conn.execute(statement)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, SCHEMA_VERSION):
                 raise RuntimeError(
@@ -202,7 +154,7 @@ class ExecutionLog:
         placeholders = ", ".join("?" * len(row))
         with self._transaction() as conn:
             cursor = conn.execute(
-                f"INSERT INTO executions ({', '.join(COLUMNS[1:])}) VALUES ({placeholders})", row
+                f"INSERT INTO {TABLE} ({', '.join(COLUMNS[1:])}) VALUES ({placeholders})", row
             )
             return int(cursor.lastrowid)
 
@@ -242,7 +194,7 @@ class ExecutionLog:
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._transaction(write=False) as conn:
             fetched = conn.execute(
-                f"SELECT {', '.join(COLUMNS)} FROM executions{where} ORDER BY id", params
+                f"SELECT {', '.join(COLUMNS)} FROM {TABLE}{where} ORDER BY id", params
             ).fetchall()
         for values in fetched:
             record = dict(zip(COLUMNS, values, strict=True))
@@ -253,7 +205,7 @@ class ExecutionLog:
 
     def __len__(self) -> int:
         with self._transaction(write=False) as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM executions").fetchone()[0])
+            return int(conn.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0])
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check``: ``'ok'`` for a sound database."""

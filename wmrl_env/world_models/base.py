@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
+    "AnyWorldModel",
     "DynamicsWorldModel",
     "Prediction",
     "StepPrediction",
@@ -34,6 +35,7 @@ __all__ = [
     "WorldModel",
     "as_prediction",
     "as_step_prediction",
+    "learn_from_real_scores",
 ]
 
 
@@ -76,6 +78,33 @@ class UpdatableWorldModel(WorldModel, Protocol):
     ) -> None: ...
 
 
+def learn_from_real_scores(
+    world_model: Any, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
+) -> int:
+    """Feed every item with a real score (finite: executed, not failed) to the world model's
+    ``update``, when it is an :class:`UpdatableWorldModel`; returns how many it was given.
+
+    What every caller does after a round: the anchors teach the world model.
+
+    Example:
+        >>> class Mean:
+        ...     seen = []
+        ...     def predict(self, contexts, artifacts): return np.zeros(len(artifacts))
+        ...     def update(self, contexts, artifacts, real): self.seen += list(real)
+        >>> model = Mean()
+        >>> learn_from_real_scores(model, ["a", "b", "c"], [1, 2, 3], np.array([0.5, np.nan, 1.0]))
+        2
+        >>> model.seen
+        [np.float64(0.5), np.float64(1.0)]
+    """
+    real = np.asarray(real_scores, dtype=np.float64)
+    known = np.flatnonzero(np.isfinite(real))
+    if not (known.size and isinstance(world_model, UpdatableWorldModel)):
+        return 0
+    world_model.update([contexts[i] for i in known], [artifacts[i] for i in known], real[known])
+    return int(known.size)
+
+
 @dataclass(frozen=True)
 class StepPrediction:
     """One imagined transition per item of a batch.
@@ -102,6 +131,10 @@ class DynamicsWorldModel(Protocol):
     def predict_step(
         self, observations: np.ndarray, actions: np.ndarray
     ) -> StepPrediction | tuple[np.ndarray, ...]: ...
+
+
+AnyWorldModel = WorldModel | DynamicsWorldModel
+"""What a wrapper accepts: an outcome or a dynamics world model (it tells them apart)."""
 
 
 def _check_length(name: str, array: np.ndarray, n: int) -> None:

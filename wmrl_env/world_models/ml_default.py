@@ -64,15 +64,16 @@ def table_training_pairs(tasks: Sequence[str]) -> tuple[list[str], list[str], np
     """(description, program, score) of every committed table row of ``tasks`` (tasks the
     table lacks are left out); a failed execution scores 0, the reward the environment
     gives it."""
-    from wmrl_env.envs.ml_tasks import get_task, load_table
+    from wmrl_env.envs.ml_tasks import load_table
 
-    wanted = set(tasks)
-    rows = [row for row in load_table().rows if row.task_id in wanted]
-    if len({row.task_id for row in rows}) < 2:
-        raise ValueError(f"the execution table has rows for fewer than 2 of {len(wanted)} tasks")
-    descriptions = [get_task(row.task_id).description for row in rows]
-    programs = [row.program() for row in rows]
-    scores = np.array([row.score if row.status == "ok" else 0.0 for row in rows])
+    rows = load_table().with_text(tasks)
+    if len({row["task_id"] for row in rows}) < 2:
+        raise ValueError(
+            f"the execution table has rows for fewer than 2 of {len(set(tasks))} tasks"
+        )
+    descriptions = [row["description"] for row in rows]
+    programs = [row["program"] for row in rows]
+    scores = np.array([row["score"] if row["status"] == "ok" else 0.0 for row in rows])
     return descriptions, programs, scores
 
 

@@ -3,13 +3,13 @@
 Two layouts are understood:
 
 * a table with a ``context`` column (any CSV or SQLite table you export), or
-* wmrl-env's execution log (``wmrl_env.store``: table ``executions`` with ``task_id``,
-  ``artifact``, ``status``, ``score``), where the context of a row is looked up from its
-  ``task_id`` in a ``contexts`` mapping (the task descriptions), or is the ``task_id``
-  itself when no mapping is given.
+* wmrl-env's execution log (:mod:`wmrl_env.store.schema`) or its CSV export, where the
+  context of a row is looked up from its ``task_id`` in a ``contexts`` mapping (the task
+  descriptions), or is the ``task_id`` itself when no mapping is given.
 
-Rows whose ``status`` is not ``ok`` or whose score is empty/NaN are failed executions without
-a score: they are skipped and counted in :attr:`TrainingPairs.n_skipped`.
+Rows that are not scored (:func:`~wmrl_env.store.schema.is_scored`: status not ``ok``, or an
+empty/NaN score) are failed executions: they are skipped and counted in
+:attr:`TrainingPairs.n_skipped`.
 
 Example:
     >>> import os, tempfile
@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from wmrl_env.store.schema import TABLE, is_scored
 
 __all__ = ["TrainingPairs", "read_training_pairs"]
 
@@ -86,7 +88,7 @@ def read_training_pairs(
     path: str | os.PathLike[str],
     *,
     contexts: Mapping[str, str] | None = None,
-    table: str = "executions",
+    table: str = TABLE,
 ) -> TrainingPairs:
     """Read scored pairs from a CSV file or a SQLite database (by suffix).
 
@@ -105,7 +107,7 @@ def read_training_pairs(
         if "artifact" not in row or "score" not in row:
             raise ValueError(f"{path} needs 'artifact' and 'score' columns; found {sorted(row)}")
         score = _score(row["score"])
-        if (row.get("status") or "ok") != "ok" or math.isnan(score):
+        if not is_scored(row.get("status") or "ok", score):
             skipped += 1
             continue
         if row.get("context") not in (None, ""):

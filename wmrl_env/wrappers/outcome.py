@@ -11,7 +11,8 @@ Data flow of ``step(actions)``:
    anchors with inclusion probability 1 (``RewardFusion.force_anchors``);
 4. the fusion turns world-model and real scores into rewards, weights and advantages.
 
-The world model may learn from the round's real scores (``update``), when it has that method.
+The world model may learn from the round's real scores (``update``), when it has that method
+(:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.fusion import uncertainty_priorities
-from wmrl_env.world_models.base import Prediction
+from wmrl_env.world_models.base import Prediction, learn_from_real_scores
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.starts import check_same_starts
@@ -87,7 +88,8 @@ class OutcomeRound(Round):
             real_exec_seconds=float(sum(r.exec_seconds for r in results)),
             round_done=True,
         )
-        self._update_world_model(contexts, actions, indices)
+        if self.update_world_model:
+            learn_from_real_scores(setup.world_model, contexts, actions, self.real.score)
         n = layout.num_envs
         return StepOutput(
             observations=contexts,
@@ -115,12 +117,3 @@ class OutcomeRound(Round):
             for i in indices
         ]
         return self.setup.executor.submit(jobs)
-
-    def _update_world_model(
-        self, contexts: list[Any], actions: list[Any], indices: list[int]
-    ) -> None:
-        update = getattr(self.setup.world_model, "update", None)
-        ok = [i for i in indices if not self.real.failed[i]]
-        if not (self.update_world_model and callable(update) and ok):
-            return
-        update([contexts[i] for i in ok], [actions[i] for i in ok], self.real.score[ok])

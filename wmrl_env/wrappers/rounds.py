@@ -18,6 +18,8 @@ import numpy as np
 
 from wmrl_env.env_executors.gym_env import GymEnvExecutor
 from wmrl_env.executors.base import ExecResult
+from wmrl_env.fusion import RewardFusion
+from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.starts import GroupStarts
@@ -35,8 +37,8 @@ class RoundSetup:
     starts: GroupStarts
     anchors: np.ndarray | None  # per env, chosen by the fusion at reset; None: at step
     executor: GymEnvExecutor
-    world_model: Any
-    fusion: Any
+    world_model: AnyWorldModel
+    fusion: RewardFusion
     score_range: tuple[float, float] | None = None
     failed_reward: float = math.nan
 

@@ -28,14 +28,18 @@ from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import ActType, ObsType
 
 from wmrl_env.fusion import RewardFusion, fusion_weights
+from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
 
 __all__ = ["WorldModelWrapper"]
 
 
-class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class WorldModelWrapper(
+    gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.RecordConstructorArgs
+):
     """A single-env wrapper that answers most episodes from a world model.
 
     Args:
@@ -75,7 +79,7 @@ class WorldModelWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __init__(
         self,
         env: gym.Env,
-        world_model: Any,
+        world_model: AnyWorldModel,
         anchor_probability: float = 0.1,
         *,
         fusion: RewardFusion | None = None,

@@ -22,6 +22,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from wmrl_env.env_executors.gym_env import Backend, GymEnvExecutor
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.info import add_per_env
@@ -93,7 +94,7 @@ class WorldModelVectorEnv(VectorEnv):
     def __init__(
         self,
         env_fn: Callable[[], gym.Env],
-        world_model: Any,
+        world_model: AnyWorldModel,
         num_groups: int = 8,
         group_size: int = 8,
         fusion: RewardFusion | None = None,

@@ -20,14 +20,22 @@ from typing import Any, Literal
 
 import numpy as np
 
-from wmrl_env.world_models.base import Prediction, StepPrediction, as_prediction, as_step_prediction
+from wmrl_env.world_models.base import (
+    AnyWorldModel,
+    DynamicsWorldModel,
+    Prediction,
+    StepPrediction,
+    WorldModel,
+    as_prediction,
+    as_step_prediction,
+)
 
 __all__ = ["TaskKind", "predict_outcome", "predict_step", "task_kind"]
 
 TaskKind = Literal["outcome", "dynamics"]
 
 
-def task_kind(world_model: Any, task: str = "auto") -> TaskKind:
+def task_kind(world_model: AnyWorldModel, task: str = "auto") -> TaskKind:
     """``"outcome"`` for ``predict(contexts, artifacts)``, ``"dynamics"`` for ``predict_step``.
 
     ``task="auto"`` prefers outcome when a model offers both.
@@ -56,7 +64,7 @@ def task_kind(world_model: Any, task: str = "auto") -> TaskKind:
 
 
 def predict_outcome(
-    world_model: Any,
+    world_model: WorldModel,
     contexts: Sequence[Any],
     artifacts: Sequence[Any],
     score_range: tuple[float, float] | None = None,
@@ -69,7 +77,7 @@ def predict_outcome(
 
 
 def predict_step(
-    world_model: Any, observations: np.ndarray, actions: np.ndarray
+    world_model: DynamicsWorldModel, observations: np.ndarray, actions: np.ndarray
 ) -> tuple[StepPrediction, float]:
     """One batched ``predict_step`` call, normalised; returns the seconds it took too."""
     start = time.perf_counter()

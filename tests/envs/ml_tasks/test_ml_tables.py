@@ -107,6 +107,10 @@ def test_rows_with_text_for_world_models(table) -> None:
     first = rows[0]
     assert first["description"] == get_task(first["task_id"]).description
     assert artifact_hash(first["program"]) == first["program_hash"]
+    two = table.task_ids[:2]
+    picked = table.with_text(two)
+    assert [row["task_id"] for row in picked] == [r.task_id for r in table.rows if r.task_id in two]
+    assert picked == [row for row in rows if row["task_id"] in two]
 
 
 def test_lookup_errors(table) -> None:
