@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wmrl_env.executors import DockerSandbox, Job, JsonScore, LocalSandbox, RayExecutor
+from wmrl_env.sandboxes import DockerSandbox, Job, JsonScore, LocalSandbox, RayExecutor
 
 TRIVIAL = "pass\n"
 ML_JOB = """
@@ -108,8 +108,8 @@ def bare_seconds(backend: str, program: str, repeats: int) -> list[float]:
                 timed(lambda: subprocess.run(command, cwd=workdir, check=True))
                 for _ in range(repeats)
             ]
-        from wmrl_env.executors.docker_sandbox import connect
-        from wmrl_env.executors.image import default_image
+        from wmrl_env.sandboxes.docker_sandbox import connect
+        from wmrl_env.sandboxes.image import default_image
 
         client = connect()
         container = client.containers.run(
@@ -200,7 +200,7 @@ def warm_overhead(backend: str, repeats: int) -> dict:
 
 def covers_cost(repeats: int) -> dict:
     """Median trivial cold job with each subset of the dataset covers (interleaved)."""
-    from wmrl_env.executors import isolation
+    from wmrl_env.sandboxes import isolation
 
     every = isolation.hidden_data_paths(sys.executable)
     directories = tuple(p for p in every if os.path.isdir(p))

@@ -35,8 +35,8 @@ def _docker_missing() -> str | None:
     """The Docker tests need the SDK, a running engine and the sandbox image."""
     if not is_available("docker"):
         return "the docker SDK is not installed (pip install 'wmrl-env[docker]')"
-    from wmrl_env.executors.docker_sandbox import DockerUnavailableError, connect
-    from wmrl_env.executors.image import default_image
+    from wmrl_env.sandboxes.docker_sandbox import DockerUnavailableError, connect
+    from wmrl_env.sandboxes.image import default_image
 
     try:
         client = connect()

@@ -34,7 +34,8 @@ from concurrent.futures import as_completed
 from datetime import datetime, timezone
 from typing import Any
 
-from wmrl_env.executors.base import ExecStatus, Executor, Job
+from wmrl_env.executors.base import ExecStatus, Executor
+from wmrl_env.sandboxes.job import Job
 from wmrl_env.store import ExecutionLog, ExecutionRecord, LoggingExecutor
 from wmrl_env.utils.hashing import artifact_hash
 

@@ -3,7 +3,7 @@
 The observation is the task description (text). The action is a program (text) or a choice
 of the structured program space (:mod:`~wmrl_env.envs.ml_tasks.programs`); the program runs
 through an :class:`~wmrl_env.executors.base.Executor` (the local process sandbox by
-default, or a :class:`~wmrl_env.executors.replay.ReplayExecutor` answering from the committed
+default, or a :class:`~wmrl_env.sandboxes.replay.ReplayExecutor` answering from the committed
 execution table), the host scores its ``predictions.csv`` against the hidden labels, and the
 reward is the normalised score in [0, 1]. A failed execution (crash, timeout, invalid output)
 gets ``failure_reward`` (0 by default) and its status in ``info``. The episode ends after
@@ -36,7 +36,8 @@ from typing import Any, ClassVar, Literal
 import gymnasium as gym
 from gymnasium import spaces
 
-from wmrl_env.executors.base import ExecResult, Executor, Job
+from wmrl_env.executors.base import ExecResult, Executor
+from wmrl_env.sandboxes.job import Job
 from wmrl_env.utils.hashing import artifact_hash
 
 from .description import DESCRIPTION_CHARSET

@@ -29,17 +29,17 @@ def default_sandbox(
     warm: bool = False,
     allow_weak_isolation: bool | None = None,
 ) -> Any:
-    """A :class:`~wmrl_env.executors.LocalSandbox` configured for ML tasks.
+    """A :class:`~wmrl_env.sandboxes.LocalSandbox` configured for ML tasks.
 
     Args:
-        warm: run on the warm pool (see :mod:`wmrl_env.executors.warm`).
+        warm: run on the warm pool (see :mod:`wmrl_env.sandboxes.warm`).
         allow_weak_isolation: run under resource limits only where bubblewrap cannot work
-            (see :class:`~wmrl_env.executors.LocalSandbox`): for the suite's own programs,
+            (see :class:`~wmrl_env.sandboxes.LocalSandbox`): for the suite's own programs,
             never for untrusted ones. ``None`` reads ``$WMRL_ALLOW_WEAK_ISOLATION`` (``1``
             opts in; ``scripts/bench.sh`` sets it, since the bench runs only the suite's
             programs).
     """
-    from wmrl_env.executors import LocalSandbox
+    from wmrl_env.sandboxes import LocalSandbox
 
     if allow_weak_isolation is None:
         allow_weak_isolation = os.environ.get(ALLOW_WEAK_VARIABLE, "") in ("1", "true", "yes")

@@ -2,7 +2,7 @@
 
 A solution writes ``predictions.csv`` with the header ``id,prediction`` and one row per test
 id. :func:`read_predictions` checks it and raises
-:class:`~wmrl_env.executors.base.InvalidOutputError` with a clear message for anything that
+:class:`~wmrl_env.sandboxes.job.InvalidOutputError` with a clear message for anything that
 cannot be scored (missing file, wrong header, wrong or duplicate ids, wrong row count,
 non-numeric values, NaN or infinity, labels outside the known classes).
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wmrl_env.executors.base import InvalidOutputError
+from wmrl_env.sandboxes.job import InvalidOutputError
 
 __all__ = [
     "METRICS",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.executors.replay import ReplayExecutor, ReplayRecord
+from wmrl_env.sandboxes.replay import ReplayExecutor, ReplayRecord
 
 from .programs import ProgramSpec, render_program
 

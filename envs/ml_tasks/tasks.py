@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_env.executors.base import Job
+from wmrl_env.sandboxes.job import Job
 from wmrl_env.utils.hashing import artifact_hash
 
 from .datasets import Dataset, TaskKind
@@ -227,7 +227,7 @@ class MLTask:
         normalise: bool = True,
         tags: Mapping[str, Any] | None = None,
     ) -> Job:
-        """A :class:`~wmrl_env.executors.base.Job` that runs ``program`` on this task.
+        """A :class:`~wmrl_env.sandboxes.job.Job` that runs ``program`` on this task.
 
         Its tags carry ``task_id`` and ``program_hash`` (what the replay executor and the
         execution log key on), plus any ``tags`` given.

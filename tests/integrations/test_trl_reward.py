@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from wmrl_env.executors import Job, JsonScore, LocalSandbox
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.sandboxes import Job, JsonScore, LocalSandbox
 from wmrl_env.world_models.causal_lm import CausalLMScorer
 from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from test_trl_reward import PROMPTS, grpo_config, length_job, recording_reward, tiny_lm
 
-from wmrl_env.executors import LocalSandbox
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.sandboxes import LocalSandbox
 from wmrl_env.world_models.causal_lm import CausalLMScorer
 
 pytestmark = [pytest.mark.trl, pytest.mark.transformers, pytest.mark.slow]

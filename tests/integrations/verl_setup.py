@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from wmrl_env.executors import Job, JsonScore, LocalSandbox
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.integrations.verl import WMRLRewardManager, register_estimator
+from wmrl_env.sandboxes import Job, JsonScore, LocalSandbox
 
 SCORE = JsonScore("score.json")
 ANCHOR_FRACTION = 0.5

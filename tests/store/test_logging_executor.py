@@ -16,8 +16,9 @@ from concurrent.futures import Future, as_completed
 
 import pytest
 
-from wmrl_env.executors import ExecResult, ExecStatus, Job, JsonScore, LocalSandbox
+from wmrl_env.executors import ExecResult, ExecStatus
 from wmrl_env.executors.base import BaseExecutor
+from wmrl_env.sandboxes import Job, JsonScore, LocalSandbox
 from wmrl_env.store import ExecutionLog, LoggingExecutor
 from wmrl_env.testing import ExecutorContract
 
@@ -132,7 +133,7 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from concurrent.futures import as_completed
-    from wmrl_env.executors import Job, JsonScore, LocalSandbox
+    from wmrl_env.sandboxes import Job, JsonScore, LocalSandbox
     from wmrl_env.store import LoggingExecutor
 
     score = JsonScore("score.json")

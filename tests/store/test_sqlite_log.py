@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from wmrl_env.executors.base import ExecResult, ExecStatus, Job
+from wmrl_env.executors.base import ExecResult, ExecStatus
+from wmrl_env.sandboxes.job import Job
 from wmrl_env.store import ExecutionLog, export_csv, export_log, export_parquet
 from wmrl_env.utils.hashing import artifact_hash
 from wmrl_env.utils.imports import is_available

@@ -23,7 +23,7 @@ from testing_env import (
 )
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
-from wmrl_env.executors.gym_env import GymEnvExecutor
+from wmrl_env.env_executors.gym_env import GymEnvExecutor
 from wmrl_env.wrappers.vector import ANCHOR_STREAM
 
 PAYOFF = np.array([[0.0, 0.2, 1.0, 0.5], [0.9, 0.0, 0.1, 0.3], [0.4, 0.6, 0.0, 1.0]])

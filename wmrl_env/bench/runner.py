@@ -44,7 +44,7 @@ def real_executor(config: BenchConfig) -> Iterator[Any]:
         executor = ml_tasks.load_table().replay_executor()
     else:
         from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
-        from wmrl_env.executors.cache import CachedExecutor
+        from wmrl_env.sandboxes.cache import CachedExecutor
 
         sandbox = default_sandbox(max_workers=config.workers)
         Path(config.cache_dir).mkdir(parents=True, exist_ok=True)

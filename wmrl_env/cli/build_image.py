@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from wmrl_env.executors.image import build_image, default_image
+from wmrl_env.sandboxes.image import build_image, default_image
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

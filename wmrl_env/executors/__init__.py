@@ -1,6 +1,12 @@
-"""Real execution: the Executor contract and its backends.
+"""The Executor contract that every real-execution backend implements.
 
-Backends with heavy dependencies (Docker, Ray) import them only when constructed.
+Two families implement it: :mod:`wmrl_env.sandboxes` runs Python programs (local, Docker,
+Ray, cached, replayed) and :mod:`wmrl_env.env_executors` plays episodes in gymnasium envs.
+
+Example:
+    >>> from wmrl_env.executors import ExecResult, ExecStatus
+    >>> ExecResult(job_id="a", status=ExecStatus.TIMEOUT).ok
+    False
 """
 
 from wmrl_env.executors.base import (
@@ -9,43 +15,14 @@ from wmrl_env.executors.base import (
     ExecStatus,
     Executor,
     ExecutorClosedError,
-    InvalidOutputError,
-    Job,
-    Scorer,
+    new_job_id,
 )
-from wmrl_env.executors.cache import CachedExecutor
-from wmrl_env.executors.docker_sandbox import (
-    DockerSandbox,
-    DockerUnavailableError,
-    SandboxImageMissingError,
-    cleanup_leaked_containers,
-)
-from wmrl_env.executors.image import build_image, default_image
-from wmrl_env.executors.limits import SandboxLimits
-from wmrl_env.executors.local import LocalSandbox, SandboxUnavailableError
-from wmrl_env.executors.ray_executor import RayExecutor
-from wmrl_env.executors.scoring import JsonScore, apply_scorer
 
 __all__ = [
     "BaseExecutor",
-    "CachedExecutor",
-    "DockerSandbox",
-    "DockerUnavailableError",
     "ExecResult",
     "ExecStatus",
     "Executor",
     "ExecutorClosedError",
-    "InvalidOutputError",
-    "Job",
-    "JsonScore",
-    "LocalSandbox",
-    "RayExecutor",
-    "SandboxImageMissingError",
-    "SandboxLimits",
-    "SandboxUnavailableError",
-    "Scorer",
-    "apply_scorer",
-    "build_image",
-    "cleanup_leaked_containers",
-    "default_image",
+    "new_job_id",
 ]

@@ -1,7 +1,8 @@
 """The Executor contract: run jobs for real and report every outcome, never raise for a bad job.
 
-An executor takes a batch of jobs, runs them (in a sandbox, a container, a simulator, a Ray
-cluster) and returns one :class:`ExecResult` per job, in order. A job that crashes, times out,
+An executor takes a batch of jobs, runs them (programs in a sandbox, a container or a Ray
+cluster: :mod:`wmrl_env.sandboxes`; episodes in gymnasium envs: :mod:`wmrl_env.env_executors`)
+and returns one :class:`ExecResult` per job, in order. A job that crashes, times out,
 exhausts memory or writes garbage is a *result* with a status, not an exception: real
 executions are expensive and one failure must not lose the rest of the batch. Executors raise
 only for misuse (a closed executor, a job of the wrong type) and for infrastructure that cannot
@@ -19,9 +20,8 @@ from __future__ import annotations
 import abc
 import enum
 import math
-import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -32,9 +32,6 @@ __all__ = [
     "ExecStatus",
     "Executor",
     "ExecutorClosedError",
-    "InvalidOutputError",
-    "Job",
-    "Scorer",
     "new_job_id",
 ]
 
@@ -53,63 +50,12 @@ class ExecStatus(str, enum.Enum):
         return self.value
 
 
-class InvalidOutputError(ValueError):
-    """Raised by a scorer when a job's outputs cannot be scored; becomes ``invalid_output``."""
-
-
 class ExecutorClosedError(RuntimeError):
     """The executor was used after :meth:`Executor.close`."""
 
 
-Scorer = Callable[[Mapping[str, bytes]], float]
-"""Scores a job's collected output files (name -> content) on the host, outside the sandbox.
-
-Raise :class:`InvalidOutputError` with a clear message when the outputs cannot be scored."""
-
-
 def new_job_id() -> str:
     return uuid.uuid4().hex
-
-
-@dataclass(frozen=True)
-class Job:
-    """A Python program to run in a sandbox.
-
-    Attributes:
-        program: Python source, run as ``python3 main.py`` in a fresh, writable work directory.
-        inputs: read-only inputs, name inside the sandbox's ``inputs/`` directory -> host path
-            (a file or a directory). Hidden answers never go here: scoring happens outside.
-        output_files: names (relative to the work directory) collected after the run into
-            :attr:`ExecResult.outputs`.
-        scorer: turns the collected outputs into a score on the host; ``None`` means the job
-            has no score (``ExecResult.score`` stays NaN).
-        timeout_s: per-job wall-clock limit overriding the executor's default.
-        job_id: unique within a batch; echoed in the result.
-        tags: free metadata (task id, run id, step) carried into the result and the log.
-
-    Example:
-        >>> job = Job(program="print('hi')")
-        >>> job.output_files
-        ()
-    """
-
-    program: str
-    inputs: Mapping[str, str | os.PathLike[str]] = field(default_factory=dict)
-    output_files: tuple[str, ...] = ()
-    scorer: Scorer | None = None
-    timeout_s: float | None = None
-    job_id: str = field(default_factory=new_job_id)
-    tags: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.program, str):
-            raise TypeError(f"Job.program must be str, got {type(self.program).__name__}")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise ValueError(f"Job.timeout_s must be positive, got {self.timeout_s}")
-        object.__setattr__(self, "output_files", tuple(self.output_files))
-        for name in self.output_files:
-            if os.path.isabs(name) or ".." in name.split("/"):
-                raise ValueError(f"output file {name!r} must be a relative path inside the job")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ other tags and the result's metadata go to the row's JSON ``metadata``.
 
 Example:
     >>> import tempfile, os
-    >>> from wmrl_env.executors.replay import ReplayExecutor, ReplayRecord
+    >>> from wmrl_env.sandboxes.replay import ReplayExecutor, ReplayRecord
     >>> from wmrl_env.utils.hashing import artifact_hash
     >>> replay = ReplayExecutor([ReplayRecord("t", artifact_hash("x = 1"), "ok", 0.9, 1.5)])
     >>> path = os.path.join(tempfile.mkdtemp(), "log.sqlite")
@@ -28,7 +28,8 @@ import os
 from concurrent.futures import Future
 from functools import partial
 
-from wmrl_env.executors.base import BaseExecutor, ExecResult, ExecStatus, Executor, Job
+from wmrl_env.executors.base import BaseExecutor, ExecResult, ExecStatus, Executor
+from wmrl_env.sandboxes.job import Job
 
 from .sqlite_log import ExecutionLog
 

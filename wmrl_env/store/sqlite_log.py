@@ -36,7 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from wmrl_env.executors.base import ExecResult, Job
+from wmrl_env.executors.base import ExecResult
+from wmrl_env.sandboxes.job import Job
 from wmrl_env.utils.hashing import artifact_hash
 
 __all__ = ["COLUMNS", "TAG_COLUMNS", "ExecutionLog", "ExecutionRecord"]

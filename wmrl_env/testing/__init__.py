@@ -3,7 +3,7 @@
 Like ``dm_env.test_utils``: subclass the mixin in a test module, implement its ``make_*``
 hooks, and pytest collects the shared tests for your backend.
 
-Example (in ``tests/executors/test_my_executor.py``)::
+Example (in ``tests/sandboxes/test_my_executor.py``)::
 
     class TestMyExecutor(ExecutorContract):
         def make_executor(self): return MyExecutor()

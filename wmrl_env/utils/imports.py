@@ -57,40 +57,8 @@ def is_torch_available() -> bool:
     return is_available("torch")
 
 
-def is_transformers_available() -> bool:
-    return is_available("transformers")
-
-
-def is_peft_available() -> bool:
-    return is_available("peft")
-
-
-def is_vllm_available() -> bool:
-    return is_available("vllm")
-
-
-def is_docker_available() -> bool:
-    return is_available("docker")
-
-
-def is_ray_available() -> bool:
-    return is_available("ray")
-
-
-def is_robosuite_available() -> bool:
-    return is_available("robosuite")
-
-
-def is_libero_available() -> bool:
-    return is_available("libero")
-
-
 def is_sb3_available() -> bool:
     return is_available("stable_baselines3")
-
-
-def is_trl_available() -> bool:
-    return is_available("trl")
 
 
 def require(module: str, feature: str = "") -> ModuleType:

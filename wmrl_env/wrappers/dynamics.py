@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.env_executors.gym_env import EnvJob
 from wmrl_env.executors.base import ExecResult
-from wmrl_env.executors.gym_env import EnvJob
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.starts import check_same_starts

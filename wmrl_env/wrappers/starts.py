@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from gymnasium.utils.env_checker import data_equivalence
 
+from wmrl_env.env_executors.gym_env import EnvJob, GymEnvExecutor
 from wmrl_env.executors.base import ExecResult
-from wmrl_env.executors.gym_env import EnvJob, GymEnvExecutor
 
 __all__ = ["GroupStarts", "check_same_starts", "reset_groups"]
 

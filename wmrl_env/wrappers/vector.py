@@ -20,7 +20,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wmrl_env.executors.gym_env import Backend, GymEnvExecutor
+from wmrl_env.env_executors.gym_env import Backend, GymEnvExecutor
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout

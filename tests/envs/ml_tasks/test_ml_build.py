@@ -10,7 +10,7 @@ import pytest
 from wmrl_env.envs.ml_tasks import ExecutionTable, ProgramSpec, get_task
 from wmrl_env.envs.ml_tasks.build import RUN_ID, _pending_jobs, build_table
 from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
-from wmrl_env.executors.replay import ReplayExecutor
+from wmrl_env.sandboxes.replay import ReplayExecutor
 from wmrl_env.store import ExecutionLog
 
 PROGRAMS = [

@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import wmrl_env.envs.ml_tasks  # noqa: F401  (registers the environments)
 from wmrl_env.envs.ml_tasks import HELDOUT_TASKS, TRAIN_TASKS, MLTaskEnv, ProgramSpec, load_table
 from wmrl_env.executors import ExecStatus
-from wmrl_env.executors.replay import ReplayExecutor
+from wmrl_env.sandboxes.replay import ReplayExecutor
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wmrl_env.envs.ml_tasks.scoring import METRICS, normalised_score, read_predictions
-from wmrl_env.executors.base import InvalidOutputError
+from wmrl_env.sandboxes.job import InvalidOutputError
 
 IDS = np.array([0, 1, 2])
 

@@ -14,7 +14,7 @@ from wmrl_env.envs.ml_tasks.datasets import load_dataset
 from wmrl_env.envs.ml_tasks.env import MAX_DESCRIPTION_CHARS
 from wmrl_env.envs.ml_tasks.registry import manifest, manifest_entry
 from wmrl_env.envs.ml_tasks.tasks import MLTask
-from wmrl_env.executors.base import InvalidOutputError
+from wmrl_env.sandboxes.job import InvalidOutputError
 from wmrl_env.utils.hashing import artifact_hash
 
 

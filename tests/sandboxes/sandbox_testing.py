@@ -1,0 +1,77 @@
+"""Helpers for the sandbox tests: jobs, the shared contract with sandbox jobs, and finding
+the processes a job left behind (by a marker in their command line).
+
+A module of its own (not ``conftest``): test modules import it by this unique name.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from typing import Any
+
+from wmrl_env.sandboxes import Job, JsonScore
+from wmrl_env.testing import ExecutorContract
+
+SCORE = JsonScore("score.json")
+
+
+def score_job(value: float, **kwargs: Any) -> Job:
+    """A job that writes ``{"score": value}`` to score.json, scored by :data:`SCORE`."""
+    program = f"import json\njson.dump({{'score': {value}}}, open('score.json', 'w'))\n"
+    return Job(program, output_files=SCORE.files, scorer=SCORE, **kwargs)
+
+
+class SandboxContract(ExecutorContract):
+    """The shared Executor contract with sandbox jobs; subclasses give ``make_executor``."""
+
+    def make_ok_job(self, i: int) -> Job:
+        return score_job(i)
+
+    def expected_score(self, i: int) -> float:
+        return float(i)
+
+    def make_failing_job(self) -> Job:
+        return Job("raise SystemExit(3)")
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of processes (in any container or namespace) whose command line holds ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                if marker.encode() in cmdline.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def assert_no_process_with(marker: str, grace_s: float = 2.0) -> None:
+    """Fail unless every process carrying ``marker`` is gone within ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    leaked = processes_with(marker)
+    assert not leaked, f"processes left running: {leaked}"
+
+
+def wait_for_process_with(marker: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not processes_with(marker):
+        assert time.monotonic() < deadline, f"no process with {marker} started"
+        time.sleep(0.05)
+
+
+def marked(program: str, marker: str) -> str:
+    """``program``, re-executed with ``marker`` in its argv so every process it forks has it."""
+    prefix = f"""
+        import os, sys
+        if {marker!r} not in sys.argv:
+            os.execv(sys.executable, [sys.executable, "main.py", {marker!r}])
+    """
+    return textwrap.dedent(prefix) + textwrap.dedent(program)

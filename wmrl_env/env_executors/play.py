@@ -1,0 +1,323 @@
+"""Play one :class:`EnvJob` in a real gymnasium env, and keep the envs a backend plays in.
+
+This module holds what every backend of :class:`~wmrl_env.env_executors.gym_env.GymEnvExecutor`
+shares: the job type, :func:`play` (reset or restore, then step the job's actions, turning
+every failure into a result) and :class:`EnvPool` (lazily built envs: one per persistent
+slot, plus a free list for one-off jobs). The in-process backends use an ``EnvPool``
+directly; each worker process holds its own.
+
+Example:
+    >>> import gymnasium as gym
+    >>> pool = EnvPool(lambda: gym.make("CartPole-v1"))
+    >>> result = pool.run(EnvJob(actions=(0, 1), seed=3))
+    >>> result.ok, result.score, result.metadata["steps"]
+    (True, 2.0, 2)
+    >>> pool.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from wmrl_env.executors.base import ExecResult, ExecStatus, new_job_id
+
+__all__ = ["REPORTED_SECONDS", "EnvDescription", "EnvJob", "EnvPool", "play"]
+
+REPORTED_SECONDS = "exec_seconds"
+"""An env whose every step's ``info`` carries this key (seconds of real execution, e.g. a
+sandboxed program's run or a replayed table's recorded time) is charged that instead of the
+wall clock of its steps."""
+
+EnvFactory = Callable[[], gym.Env]
+
+
+@dataclass(frozen=True)
+class EnvJob:
+    """A piece of an episode to play in a real env: how it starts, then which actions.
+
+    Attributes:
+        actions: actions to step, in order; play stops early when the episode ends.
+        seed, options: passed to ``env.reset`` when the job starts an episode.
+        snapshot: an exact start state; after ``reset(seed, options)`` the env's
+            ``restore_snapshot(snapshot) -> (obs, info)`` puts it there (the reset first
+            brings every wrapper, e.g. ``TimeLimit``, to a clean state).
+        slot: a persistent env, kept between jobs so an episode can be played over several
+            jobs; ``None`` takes any free env (one-off jobs).
+        reset: ``False`` continues the episode in progress in ``slot`` instead of starting one.
+        capture_snapshot: after the reset, return ``env.get_snapshot()`` (when the env has it)
+            in ``metadata["snapshot"]``.
+        timeout_s: wall-clock limit; enforced only by the process backend.
+        job_id, tags: as for :class:`~wmrl_env.sandboxes.job.Job`.
+
+    Example:
+        >>> EnvJob(actions=[1, 0], seed=7).actions
+        (1, 0)
+        >>> EnvJob(actions=[1], reset=False)
+        Traceback (most recent call last):
+        ...
+        ValueError: EnvJob(reset=False) continues an episode in a slot: give slot=...
+    """
+
+    actions: tuple[Any, ...] = ()
+    seed: int | None = None
+    options: Mapping[str, Any] | None = None
+    snapshot: Any = None
+    slot: int | None = None
+    reset: bool = True
+    capture_snapshot: bool = False
+    timeout_s: float | None = None
+    job_id: str = field(default_factory=new_job_id)
+    tags: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actions", tuple(self.actions))
+        if not self.reset and self.slot is None:
+            raise ValueError("EnvJob(reset=False) continues an episode in a slot: give slot=...")
+        if not self.reset and (self.snapshot is not None or self.seed is not None):
+            raise ValueError("EnvJob(reset=False) cannot take a seed or snapshot")
+        if self.slot is not None and self.slot < 0:
+            raise ValueError(f"EnvJob.slot must be >= 0, got {self.slot}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"EnvJob.timeout_s must be positive, got {self.timeout_s}")
+
+
+@dataclass(frozen=True)
+class EnvDescription:
+    """What a wrapper needs to know about the real env without holding one."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    metadata: dict[str, Any]
+    max_episode_steps: int | None
+    has_snapshots: bool
+
+
+def describe(env: gym.Env) -> EnvDescription:
+    spec = env.spec
+    return EnvDescription(
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        metadata=dict(env.metadata),
+        max_episode_steps=spec.max_episode_steps if spec is not None else None,
+        has_snapshots=_has_snapshots(env),
+    )
+
+
+def _has_snapshots(env: gym.Env) -> bool:
+    return all(callable(_attr(env, name)) for name in ("get_snapshot", "restore_snapshot"))
+
+
+def _attr(env: gym.Env, name: str) -> Any:
+    try:
+        return env.get_wrapper_attr(name)
+    except AttributeError:
+        return None
+
+
+class _NonFinite(Exception):
+    """A step returned a NaN or infinite reward; an invalid-output result."""
+
+
+class _Misuse(Exception):
+    """A job the env cannot play (no episode in its slot, no restore); an error result."""
+
+
+def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]:
+    """Play ``job`` in ``env``; returns the result and whether an episode is still running.
+
+    Never raises for a failing env: an exception in ``reset``/``step``/``restore_snapshot`` is an
+    ``error`` result (with the step it happened at), a non-finite reward ``invalid_output``.
+    The env must be discarded after an error (its state is unknown); the caller does that.
+    """
+    start = time.perf_counter()
+    metadata: dict[str, Any] = {"slot": job.slot, "tags": dict(job.tags)}
+    rewards: list[float] = []
+    where = "reset"
+    try:
+        if job.reset:
+            observation, info = env.reset(seed=job.seed, options=job.options)
+            if job.capture_snapshot:
+                get_snapshot = _attr(env, "get_snapshot")
+                metadata["snapshot"] = get_snapshot() if callable(get_snapshot) else None
+            if job.snapshot is not None:
+                where = "restore_snapshot"
+                restore = _attr(env, "restore_snapshot")
+                if not callable(restore):
+                    raise _Misuse("the job carries a snapshot but the env has no restore")
+                observation, info = restore(job.snapshot)
+            metadata["start_observation"] = observation
+        elif not in_episode:
+            raise _Misuse(
+                f"slot {job.slot} has no episode in progress (never started, ended, failed, or "
+                "its worker restarted): start one with reset=True"
+            )
+        else:
+            observation, info = None, {}
+        terminated = truncated = False
+        reported: list[float] = []  # the real cost each step's info claims, if it does
+        for index, action in enumerate(job.actions):
+            where = f"step {index}"
+            observation, reward, terminated, truncated, info = env.step(action)
+            cost = info.get(REPORTED_SECONDS) if isinstance(info, dict) else None
+            if isinstance(cost, (int, float)) and math.isfinite(cost) and cost >= 0:
+                reported.append(float(cost))
+            reward = float(reward)
+            if not math.isfinite(reward):
+                raise _NonFinite(f"{where} returned reward {reward}")
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+    except _NonFinite as error:
+        return _failed(job, ExecStatus.INVALID_OUTPUT, str(error), start, metadata, rewards), False
+    except _Misuse as error:
+        return _failed(job, ExecStatus.ERROR, str(error), start, metadata, rewards), False
+    except Exception as error:  # a failing env is a result, never an exception
+        message = f"{where} raised {type(error).__name__}: {error}"
+        return _failed(job, ExecStatus.ERROR, message, start, metadata, rewards), False
+    metadata.update(
+        observation=observation,
+        info=info,
+        rewards=tuple(rewards),
+        steps=len(rewards),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+    )
+    seconds = time.perf_counter() - start
+    # an env that reports its own execution cost (a sandboxed program, a replayed table) is
+    # charged that; otherwise the wall clock of its steps
+    charged = math.fsum(reported) if reported and len(reported) == len(rewards) else seconds
+    result = ExecResult(
+        job_id=job.job_id,
+        status=ExecStatus.OK,
+        score=math.fsum(rewards) if job.actions else math.nan,
+        wall_seconds=seconds,
+        exec_seconds=charged,
+        metadata=metadata,
+    )
+    return result, not (terminated or truncated)
+
+
+def _failed(
+    job: EnvJob,
+    status: ExecStatus,
+    message: str,
+    start: float,
+    metadata: dict[str, Any],
+    rewards: list[float],
+) -> ExecResult:
+    seconds = time.perf_counter() - start
+    metadata.update(rewards=tuple(rewards), steps=len(rewards))
+    return ExecResult(
+        job_id=job.job_id,
+        status=status,
+        wall_seconds=seconds,
+        exec_seconds=seconds,
+        message=message,
+        metadata=metadata,
+    )
+
+
+@dataclass
+class _Slot:
+    env: gym.Env | None = None
+    in_episode: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class EnvPool:
+    """Real envs built on demand from a factory: one per slot, plus free envs for one-off jobs.
+
+    Thread-safe: jobs on different slots (and one-off jobs) may run concurrently; jobs on one
+    slot run one at a time. An env that failed is closed and replaced by a fresh one.
+    """
+
+    def __init__(self, env_fn: EnvFactory) -> None:
+        if not callable(env_fn):
+            raise TypeError(f"env_fn must be a callable returning a gymnasium.Env, got {env_fn!r}")
+        self._env_fn = env_fn
+        self._slots: dict[int, _Slot] = {}
+        self._free: list[gym.Env] = []
+        self._lock = threading.Lock()
+
+    def _make(self) -> gym.Env:
+        env = self._env_fn()
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"env_fn must return a gymnasium.Env, got {type(env).__name__}")
+        return env
+
+    def describe(self) -> EnvDescription:
+        env = self._borrow()
+        try:
+            return describe(env)
+        finally:
+            self._give_back(env)
+
+    def run(self, job: EnvJob) -> ExecResult:
+        """Play ``job``; failures (including a factory that raises) come back as results."""
+        if job.slot is None:
+            return self._run_one_off(job)
+        with self._lock:
+            slot = self._slots.setdefault(job.slot, _Slot())
+        with slot.lock:
+            try:
+                if slot.env is None:
+                    slot.env = self._make()
+            except Exception as error:
+                return _factory_failed(job, error)
+            result, slot.in_episode = play(slot.env, job, slot.in_episode)
+            if not result.ok:
+                _close_quietly(slot.env)
+                slot.env = None
+            return result
+
+    def _run_one_off(self, job: EnvJob) -> ExecResult:
+        try:
+            env = self._borrow()
+        except Exception as error:
+            return _factory_failed(job, error)
+        result, _ = play(env, job, in_episode=False)
+        if result.ok:
+            self._give_back(env)
+        else:
+            _close_quietly(env)
+        return result
+
+    def _borrow(self) -> gym.Env:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return self._make()
+
+    def _give_back(self, env: gym.Env) -> None:
+        with self._lock:
+            self._free.append(env)
+
+    def close(self) -> None:
+        """Close every env. Idempotent."""
+        with self._lock:
+            envs = self._free + [s.env for s in self._slots.values() if s.env is not None]
+            self._free, self._slots = [], {}
+        for env in envs:
+            _close_quietly(env)
+
+
+def _factory_failed(job: EnvJob, error: Exception) -> ExecResult:
+    return ExecResult(
+        job_id=job.job_id,
+        status=ExecStatus.ERROR,
+        message=f"env_fn raised {type(error).__name__}: {error}",
+    )
+
+
+def _close_quietly(env: gym.Env) -> None:
+    # closing a broken env must not hide the result that broke it
+    with contextlib.suppress(Exception):
+        env.close()
