@@ -216,6 +216,7 @@ def live_workers() -> list[Any]:
 
 
 def timing_benchmark(args: argparse.Namespace) -> None:
+    from wmrl_env.env_executors import GymEnvExecutor
     from wmrl_env.fusion import RewardFusion
     from wmrl_env.wrappers import WorldModelVectorEnv
 
@@ -230,8 +231,9 @@ def timing_benchmark(args: argparse.Namespace) -> None:
                 num_groups=args.num_groups,
                 group_size=args.group_size,
                 fusion=RewardFusion(method=method, anchor_fraction=args.anchor_fraction, seed=0),
-                executor="thread",
-                num_workers=args.workers,
+                executor=GymEnvExecutor(
+                    env_fn, "thread", num_workers=args.workers, max_envs=args.max_envs
+                ),
                 task="dynamics",
                 max_episode_steps=args.episode_chunks,
             )
@@ -373,6 +375,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=4, help="timing: real-env threads")
     parser.add_argument("--only", default="", help="timing: run only setups containing this")
     parser.add_argument("--methods", default="real,wmrl", help="timing: comma-separated")
+    parser.add_argument("--max-envs", type=int, default=None, help="timing: live real envs")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # small models; threads only contend on a 2-core machine
