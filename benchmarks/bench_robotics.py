@@ -4,6 +4,7 @@
     python benchmarks/bench_robotics.py timing     # seconds per GRPO step, all-real vs WMRL
                                                    # (and per round: first vs steady, workers)
     python benchmarks/bench_robotics.py success    # the CPU example's success, all-real vs WMRL
+    python benchmarks/bench_robotics.py worker     # one LIBERO worker: start-up, reset, step, RSS
 
 Each writes a CSV and a PNG into ``docs/figures/`` (``--out`` to change). Timings are ratios
 measured side by side in one run on one machine; see docs/benchmarks.md for the numbers.
@@ -354,13 +355,59 @@ def success_benchmark(args: argparse.Namespace) -> None:
     fig.savefig(args.out / "example_success.png")
 
 
+# ----------------------------------------------------------------- one LIBERO worker's costs
+def worker_benchmark(args: argparse.Namespace) -> None:
+    """What one LIBERO-Long worker costs: start-up, reset, snapshot, restore, step, memory."""
+    import psutil
+
+    from wmrl_env.envs.libero import make_libero_env
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for mode in args.modes.split(","):
+        started = time.perf_counter()
+        env = make_libero_env(suite="libero_10", task_id=0, horizon=10_000, observation_mode=mode)
+        start_up = time.perf_counter() - started
+        try:
+            timed: dict[str, list[float]] = {"reset": [], "snapshot": [], "restore": []}
+            for episode in range(args.repeats):
+                ticks = [time.perf_counter()]
+                env.reset(seed=episode)
+                ticks.append(time.perf_counter())
+                snapshot = env.get_snapshot()
+                ticks.append(time.perf_counter())
+                env.restore_snapshot(snapshot)
+                ticks.append(time.perf_counter())
+                for name, seconds in zip(timed, np.diff(ticks), strict=True):
+                    timed[name].append(float(seconds))
+            actions = rng.uniform(-1, 1, (args.steps, 7)).astype(np.float32)
+            started = time.perf_counter()
+            for action in actions:
+                env.step(action)
+            step = (time.perf_counter() - started) / args.steps
+            rss = psutil.Process(env.pid).memory_info().rss / 2**30
+        finally:
+            env.close()
+        row = {
+            "observation_mode": mode,
+            "start_up_seconds": start_up,
+            **{f"{k}_seconds": float(np.median(v)) for k, v in timed.items()},
+            "step_seconds": step,
+            "steps_per_second": 1 / step,
+            "worker_rss_gib": rss,
+        }
+        print(row, flush=True)
+        rows.append(row)
+    write_csv(args.out / "libero_worker_costs.csv", rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("which", choices=["horizon", "timing", "timing-plot", "success"])
+    parser.add_argument("which", choices=["horizon", "timing", "timing-plot", "success", "worker"])
     parser.add_argument("--out", type=Path, default=FIGURES)
     parser.add_argument("--episodes", type=int, default=24, help="horizon: training episodes")
     parser.add_argument("--held-out", type=int, default=4, help="horizon: held-out episodes")
-    parser.add_argument("--steps", type=int, default=60, help="horizon: steps per episode")
+    parser.add_argument("--steps", type=int, default=60, help="horizon/worker: steps timed")
     parser.add_argument("--horizon", type=int, default=20, help="horizon: longest horizon")
     parser.add_argument("--env", default="libero", help="success: 'libero' or 'lift'")
     parser.add_argument("--iterations", type=int, default=8, help="success: GRPO steps")
@@ -376,6 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="", help="timing: run only setups containing this")
     parser.add_argument("--methods", default="real,wmrl", help="timing: comma-separated")
     parser.add_argument("--max-envs", type=int, default=None, help="timing: live real envs")
+    parser.add_argument("--modes", default="state,camera", help="worker: observation modes")
+    parser.add_argument("--repeats", type=int, default=5, help="worker: resets timed")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # small models; threads only contend on a 2-core machine
@@ -384,6 +433,7 @@ def main(argv: list[str] | None = None) -> None:
         "timing": timing_benchmark,
         "timing-plot": lambda a: plot_timing(a.out),
         "success": success_benchmark,
+        "worker": worker_benchmark,
     }
     commands[args.which](args)
 

@@ -9,7 +9,9 @@ A *slot* is an episode played over several jobs (one job per step); it keeps its
 episode is in progress. Any other job takes, in this order: an idle env with no episode in
 progress; a new env, while fewer than ``max_envs`` are alive; the least recently used idle env
 that holds another slot's episode, *parking* that episode (``get_snapshot``; the slot's next
-job restores it into whichever env it gets, bit for bit); else it waits for a busy env. An env
+job restores it into whichever env it gets, bit for bit, without a reset); else it waits for a
+busy env. Parking is exact for envs whose snapshot holds the whole episode state (LIBERO's and
+robosuite's count their own horizon); a wrapper's counter (``TimeLimit``) is not in it. An env
 whose job failed (it raised, its worker died) is closed, and a new one is built when one is
 next needed: the failure is that job's result, never lost.
 
@@ -60,6 +62,7 @@ class _Live:
     slot: int | None = None
     busy: bool = True
     used: int = 0
+    was_reset: bool = False
 
 
 class _Unservable(Exception):
@@ -114,13 +117,15 @@ class EnvPool:
         try:
             if parked is not None:
                 try:
-                    live.env.reset()  # clean wrappers; the snapshot holds the episode
+                    if not live.was_reset:  # a new env: reset once before restoring into it
+                        live.env.reset()
                     env_attribute(live.env, "restore_snapshot")(parked)
                 except Exception as error:
                     message = f"restoring slot {job.slot}'s parked episode raised {error!r}"
                     return _error(job, message)
                 in_episode = True
             result, in_episode = play(live.env, job, in_episode)
+            live.was_reset = True
             ok = result.ok
             return result
         finally:
