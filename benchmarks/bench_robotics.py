@@ -2,7 +2,9 @@
 
     python benchmarks/bench_robotics.py horizon    # dynamics-model error vs horizon (Lift)
     python benchmarks/bench_robotics.py timing     # seconds per GRPO step, all-real vs WMRL
+                                                   # (and per round: first vs steady, workers)
     python benchmarks/bench_robotics.py success    # the CPU example's success, all-real vs WMRL
+    python benchmarks/bench_robotics.py worker     # one LIBERO worker: start-up, reset, step, RSS
 
 Each writes a CSV and a PNG into ``docs/figures/`` (``--out`` to change). Timings are ratios
 measured side by side in one run on one machine; see docs/benchmarks.md for the numbers.
@@ -187,30 +189,52 @@ def timing_setups(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     fake = rng.normal(size=(64, 60))
     lift_model.fit(fake, rng.uniform(-1, 1, (64, chunk * 7)), fake, np.zeros(64), np.zeros(64))
+
+    def libero_state():
+        env = make_libero_env(suite="libero_10", task_id=0, horizon=steps)
+        return ActionChunking(env, chunk)
+
     libero_model = TorchDynamicsAdapter(ZeroImageWorldModel(151, 128))
+    state_model = EnsembleDynamicsModel(151, chunk * 7, EnsembleConfig(ensemble_size=5, seed=0))
+    fake = rng.normal(size=(64, 151))
+    state_model.fit(fake, rng.uniform(-1, 1, (64, chunk * 7)), fake, np.zeros(64), np.zeros(64))
     return {
         "robosuite Lift (state)": (lift, lift_model),
         "LIBERO-Long 128px cameras": (libero_camera, libero_model),
+        "LIBERO-Long state": (libero_state, state_model),
     }
 
 
+def live_workers() -> list[Any]:
+    """This process's env worker processes (``SubprocessEnv`` children), as psutil processes."""
+    import psutil
+
+    return [
+        child
+        for child in psutil.Process().children(recursive=True)
+        if "wmrl_env.envs.remote.worker" in " ".join(child.cmdline())
+    ]
+
+
 def timing_benchmark(args: argparse.Namespace) -> None:
+    from wmrl_env.env_executors import GymEnvExecutor
     from wmrl_env.fusion import RewardFusion
     from wmrl_env.wrappers import WorldModelVectorEnv
 
-    rows = []
+    rows, round_rows = [], []
     for name, (env_fn, model) in timing_setups(args).items():
         if args.only and args.only not in name:
             continue
-        for method in ("real", "wmrl"):
+        for method in args.methods.split(","):
             envs = WorldModelVectorEnv(
                 env_fn,
                 model,
                 num_groups=args.num_groups,
                 group_size=args.group_size,
                 fusion=RewardFusion(method=method, anchor_fraction=args.anchor_fraction, seed=0),
-                executor="thread",
-                num_workers=args.workers,
+                executor=GymEnvExecutor(
+                    env_fn, "thread", num_workers=args.workers, max_envs=args.max_envs
+                ),
                 task="dynamics",
                 max_episode_steps=args.episode_chunks,
             )
@@ -225,8 +249,24 @@ def timing_benchmark(args: argparse.Namespace) -> None:
                         actions = rng.uniform(-1, 1, envs.action_space.shape).astype(np.float32)
                         _, _, terminated, truncated, info = envs.step(actions)
                         done = terminated | truncated
+                    elapsed = time.perf_counter() - started
                     if round_index:
-                        seconds.append(time.perf_counter() - started)
+                        seconds.append(elapsed)
+                    workers = live_workers()
+                    rss = [w.memory_info().rss / 2**30 for w in workers]
+                    round_rows.append(
+                        {
+                            "setup": name,
+                            "method": method,
+                            "round": round_index,
+                            "seconds": elapsed,
+                            "real_trajectories": int(np.asarray(info["is_anchor"]).sum()),
+                            "live_workers": len(workers),
+                            "worker_pids": " ".join(str(w.pid) for w in workers),
+                            "worker_rss_gib_mean": float(np.mean(rss)) if rss else 0.0,
+                        }
+                    )
+                    print(round_rows[-1], flush=True)
                 anchors = int(np.asarray(info["is_anchor"]).sum())
             finally:
                 envs.close()
@@ -239,6 +279,7 @@ def timing_benchmark(args: argparse.Namespace) -> None:
             }
             print(row, flush=True)
             rows.append(row)
+    write_csv(args.out / "grpo_round_seconds.csv", round_rows)
     write_csv(args.out / "grpo_step_seconds.csv", rows)
     plot_timing(args.out)
 
@@ -252,7 +293,11 @@ def plot_timing(out: Path) -> None:
 
     with open(out / "grpo_step_seconds.csv") as stream:
         rows = list(csv.DictReader(stream))
-    setups = list(dict.fromkeys(r["setup"] for r in rows))
+    methods = {setup: {r["method"] for r in rows if r["setup"] == setup} for setup in
+               dict.fromkeys(r["setup"] for r in rows)}  # fmt: skip
+    setups = [setup for setup, have in methods.items() if {"real", "wmrl"} <= have]
+    if not setups:
+        return
     fig, axes = plt.subplots(1, len(setups), figsize=(5.6, 3.0), dpi=90, squeeze=False)
     for ax, setup in zip(axes[0], setups, strict=True):
         mine = {r["method"]: r for r in rows if r["setup"] == setup}
@@ -310,13 +355,59 @@ def success_benchmark(args: argparse.Namespace) -> None:
     fig.savefig(args.out / "example_success.png")
 
 
+# ----------------------------------------------------------------- one LIBERO worker's costs
+def worker_benchmark(args: argparse.Namespace) -> None:
+    """What one LIBERO-Long worker costs: start-up, reset, snapshot, restore, step, memory."""
+    import psutil
+
+    from wmrl_env.envs.libero import make_libero_env
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for mode in args.modes.split(","):
+        started = time.perf_counter()
+        env = make_libero_env(suite="libero_10", task_id=0, horizon=10_000, observation_mode=mode)
+        start_up = time.perf_counter() - started
+        try:
+            timed: dict[str, list[float]] = {"reset": [], "snapshot": [], "restore": []}
+            for episode in range(args.repeats):
+                ticks = [time.perf_counter()]
+                env.reset(seed=episode)
+                ticks.append(time.perf_counter())
+                snapshot = env.get_snapshot()
+                ticks.append(time.perf_counter())
+                env.restore_snapshot(snapshot)
+                ticks.append(time.perf_counter())
+                for name, seconds in zip(timed, np.diff(ticks), strict=True):
+                    timed[name].append(float(seconds))
+            actions = rng.uniform(-1, 1, (args.steps, 7)).astype(np.float32)
+            started = time.perf_counter()
+            for action in actions:
+                env.step(action)
+            step = (time.perf_counter() - started) / args.steps
+            rss = psutil.Process(env.pid).memory_info().rss / 2**30
+        finally:
+            env.close()
+        row = {
+            "observation_mode": mode,
+            "start_up_seconds": start_up,
+            **{f"{k}_seconds": float(np.median(v)) for k, v in timed.items()},
+            "step_seconds": step,
+            "steps_per_second": 1 / step,
+            "worker_rss_gib": rss,
+        }
+        print(row, flush=True)
+        rows.append(row)
+    write_csv(args.out / "libero_worker_costs.csv", rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("which", choices=["horizon", "timing", "timing-plot", "success"])
+    parser.add_argument("which", choices=["horizon", "timing", "timing-plot", "success", "worker"])
     parser.add_argument("--out", type=Path, default=FIGURES)
     parser.add_argument("--episodes", type=int, default=24, help="horizon: training episodes")
     parser.add_argument("--held-out", type=int, default=4, help="horizon: held-out episodes")
-    parser.add_argument("--steps", type=int, default=60, help="horizon: steps per episode")
+    parser.add_argument("--steps", type=int, default=60, help="horizon/worker: steps timed")
     parser.add_argument("--horizon", type=int, default=20, help="horizon: longest horizon")
     parser.add_argument("--env", default="libero", help="success: 'libero' or 'lift'")
     parser.add_argument("--iterations", type=int, default=8, help="success: GRPO steps")
@@ -330,6 +421,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="timing: measured rounds")
     parser.add_argument("--workers", type=int, default=4, help="timing: real-env threads")
     parser.add_argument("--only", default="", help="timing: run only setups containing this")
+    parser.add_argument("--methods", default="real,wmrl", help="timing: comma-separated")
+    parser.add_argument("--max-envs", type=int, default=None, help="timing: live real envs")
+    parser.add_argument("--modes", default="state,camera", help="worker: observation modes")
+    parser.add_argument("--repeats", type=int, default=5, help="worker: resets timed")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # small models; threads only contend on a 2-core machine
@@ -338,6 +433,7 @@ def main(argv: list[str] | None = None) -> None:
         "timing": timing_benchmark,
         "timing-plot": lambda a: plot_timing(a.out),
         "success": success_benchmark,
+        "worker": worker_benchmark,
     }
     commands[args.which](args)
 

@@ -3,10 +3,10 @@
 Read top to bottom (CleanRL style). Every GRPO round is ``num_groups`` groups of
 ``group_size`` rollouts; the members of a group share one LIBERO init state (bit-identical
 snapshots). The fusion picks the anchor groups: they roll out in the real simulator (LIBERO
-in its own interpreter, through ``SubprocessEnv``); the other groups roll out in the learned
-dynamics ensemble, which is refitted on the anchors' real transitions after every round. The
-binary success reward is fused as usual (``method="wmrl"``); ``method="real"`` executes every
-group for real (the baseline).
+in its own interpreter, a few live workers reused round after round); the other groups roll
+out in the learned dynamics ensemble, which is refitted on the anchors' real transitions
+after every round. The binary success reward is fused as usual (``method="wmrl"``);
+``method="real"`` executes every group for real (the baseline).
 
 On a CPU the "VLA" is a small MLP on LIBERO's low-dimensional state emitting action chunks
 (``StateMLPBackbone``); for a real VLA on a GPU see ``docs/robotics.md``: the backbone becomes
@@ -19,11 +19,9 @@ the VLA (images + instruction -> chunk), the dynamics ensemble an image world mo
 
 from __future__ import annotations
 
-import argparse
 import csv
-import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,47 +29,36 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from wmrl_env.env_executors import GymEnvExecutor
 from wmrl_env.fusion import RewardFusion
-from wmrl_env.grpo import GRPOConfig, Rollout, grpo_loss
+from wmrl_env.grpo import GRPOConfig, Rollout, collect_rollout, grpo_loss
 from wmrl_env.integrations.vla import ActionChunking, ChunkedGaussianPolicy, StateMLPBackbone
+from wmrl_env.utils.args import parse_args
 from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
 from wmrl_env.wrappers import WorldModelVectorEnv
 
 
 @dataclass
 class Args:
-    env: str = "libero"
-    """'libero' (LIBERO-Long, state observations) or 'lift' (robosuite Lift, sparse success)"""
-    task_id: int = 0
-    """LIBERO-Long task (0-9)"""
-    method: str = "wmrl"
-    """fusion method: 'wmrl' (anchors + world model) or 'real' (every group executed)"""
-    num_groups: int = 4
-    """GRPO groups per round"""
-    group_size: int = 4
-    """rollouts per group (they share an init state)"""
-    anchor_fraction: float = 0.25
-    """share of groups executed for real (method 'wmrl')"""
-    chunk_size: int = 8
-    """actions per policy call (OpenVLA-OFT executes chunks of 8 open-loop)"""
-    episode_chunks: int = 12
-    """episode length in chunks"""
-    iterations: int = 10
-    """GRPO rounds"""
-    warmup_episodes: int = 4
-    """real episodes that train the dynamics model before the first round"""
-    learning_rate: float = 3e-3
-    """Adam learning rate of the policy"""
-    update_epochs: int = 2
-    """gradient steps per round"""
-    eval_every: int = 0
-    """evaluate the mean policy in the real env every N rounds (0: never)"""
-    eval_episodes: int = 4
-    """real episodes per evaluation"""
-    seed: int = 0
-    """seeds the policy, the fusion, the model and the group starts"""
-    out: str = ""
-    """CSV file for the per-round log ('' for none)"""
+    """GRPO post-training of a chunk policy on LIBERO-Long (or robosuite Lift)."""
+
+    env: str = field(default="libero", metadata={"help": "'libero' (LIBERO-Long) or 'lift'"})
+    task_id: int = field(default=0, metadata={"help": "LIBERO-Long task (0-9)"})
+    method: str = field(default="wmrl", metadata={"help": "'wmrl' or 'real' (all executed)"})
+    num_groups: int = field(default=4, metadata={"help": "GRPO groups per round"})
+    group_size: int = field(default=4, metadata={"help": "rollouts per group (one init state)"})
+    anchor_fraction: float = field(default=0.25, metadata={"help": "share of groups run real"})
+    chunk_size: int = field(default=8, metadata={"help": "actions per policy call"})
+    episode_chunks: int = field(default=12, metadata={"help": "episode length in chunks"})
+    iterations: int = field(default=10, metadata={"help": "GRPO rounds"})
+    warmup_episodes: int = field(default=4, metadata={"help": "real episodes before round 1"})
+    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
+    update_epochs: int = field(default=2, metadata={"help": "gradient steps per round"})
+    real_envs: int = field(default=0, metadata={"help": "live real envs (0: a round's need)"})
+    eval_every: int = field(default=0, metadata={"help": "evaluate every N rounds (0: never)"})
+    eval_episodes: int = field(default=4, metadata={"help": "real episodes per evaluation"})
+    seed: int = field(default=0, metadata={"help": "policy, fusion, model and group starts"})
+    out: str = field(default="", metadata={"help": "CSV file for the per-round log"})
 
     def __post_init__(self) -> None:
         if self.env not in ("libero", "lift"):
@@ -94,102 +81,93 @@ def make_env(args: Args) -> gym.Env:
     return ActionChunking(env, args.chunk_size)
 
 
-def instruction_of(env: gym.Env) -> str:
-    """The task's instruction: an attribute of LiberoEnv, a remote call through the bridge."""
-    for read in (lambda: env.get_wrapper_attr("instruction"),
-                 lambda: env.get_wrapper_attr("call")("instruction")):  # fmt: skip
-        try:
-            return str(read())
-        except AttributeError:
-            continue
-    return "lift the red cube"
-
-
-def real_episodes(env: gym.Env, policy: Any, episodes: int, seed: int, mean: bool) -> dict:
-    """Play ``episodes`` real episodes; their transitions and success flags."""
-    rows: dict[str, list] = {k: [] for k in ("obs", "act", "next", "rew", "term")}
+def play_real(env: gym.Env, policy: Any, episodes: int, seed: int, sample: bool) -> dict:
+    """Real episodes with the sampled (``sample``) or mean policy: transitions and successes."""
+    rows: dict[str, list] = {key: [] for key in ("obs", "act", "next", "rew", "term")}
     successes = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
-        done, success = False, False
+        done = success = False
         while not done:
-            if mean:
-                chunk = policy(obs[None], [policy.instruction])[0]
-            else:
-                chunk = policy.act(obs[None])[0][0]
+            chunk = (
+                policy.act(obs[None])[0][0]
+                if sample
+                else policy(obs[None], [policy.instruction])[0]
+            )
             chunk = np.clip(chunk, env.action_space.low, env.action_space.high)
             nxt, reward, terminated, truncated, _ = env.step(chunk)
             for key, value in zip(rows, (obs, chunk, nxt, reward, terminated), strict=True):
                 rows[key].append(value)
             obs, done, success = nxt, terminated or truncated, success or reward > 0
         successes.append(success)
-    arrays = {k: np.asarray(v) for k, v in rows.items()}
-    return {**arrays, "success": np.asarray(successes, dtype=float)}
+    return {**{k: np.asarray(v) for k, v in rows.items()}, "success": np.asarray(successes)}
 
 
-def play_round(envs: WorldModelVectorEnv, policy: Any, seed: int | None) -> tuple[Rollout, dict]:
-    """One GRPO round; also the anchors' real transitions for the world model."""
-    rollout = Rollout()
-    observations, _ = envs.reset(seed=seed)
-    real: dict[str, list] = {k: [] for k in ("obs", "act", "next", "rew", "term")}
-    low, high = envs.single_action_space.low, envs.single_action_space.high
-    while True:
-        actions, log_probs = policy.act(observations)
-        next_observations, _, terminated, truncated, info = envs.step(np.clip(actions, low, high))
-        active = np.asarray(info["active"])
-        for i in np.flatnonzero(active & info["is_anchor"]):
-            for key, value in zip(
-                real,
-                (
-                    observations[i],
-                    np.clip(actions[i], low, high),
-                    next_observations[i],
-                    info["step_reward"][i],
-                    terminated[i],
-                ),
-                strict=True,
-            ):
-                real[key].append(value)
-        rollout.observations.append(observations)
-        rollout.actions.append(actions)
-        rollout.log_probs.append(log_probs)
-        rollout.active.append(active)
-        rollout.infos.append(info)
-        observations = next_observations
-        if np.all(terminated | truncated):
-            return rollout, {k: np.asarray(v) for k, v in real.items()}
+def anchor_transitions(rollout: Rollout, low: np.ndarray, high: np.ndarray) -> dict:
+    """The anchors' real transitions in a round: new training data for the world model.
+
+    The reward is the task's binary success, which ends the episode: ``term = reward > 0``.
+    """
+    rows: dict[str, list] = {key: [] for key in ("obs", "act", "next", "rew", "term")}
+    nexts = [*rollout.observations[1:], rollout.final_observations]
+    for obs, actions, nxt, info in zip(
+        rollout.observations, rollout.actions, nexts, rollout.infos, strict=True
+    ):
+        for i in np.flatnonzero(info["active"] & info["is_anchor"]):
+            reward = info["step_reward"][i]
+            values = (obs[i], np.clip(actions[i], low, high), nxt[i], reward, reward > 0)
+            for key, value in zip(rows, values, strict=True):
+                rows[key].append(value)
+    return {key: np.asarray(value) for key, value in rows.items()}
 
 
-def train(args: Args) -> list[dict[str, Any]]:
+def refit(model: EnsembleDynamicsModel, data: dict) -> None:
+    """Add real transitions (chunks flattened to one action vector) and refit the ensemble."""
+    if len(data["obs"]):
+        actions = data["act"].reshape(len(data["act"]), -1)
+        model.update(data["obs"], actions, data["next"], data["rew"], data["term"])
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    args = parse_args(Args, argv)
     torch.manual_seed(args.seed)  # the script owns its process: seed torch's default generator
-    probe = make_env(args)
+    probe = make_env(args)  # one real env for the warm-up and the evaluations
     obs_dim = probe.observation_space.shape[0]
     chunk, action_dim = probe.action_space.shape
-    instruction = instruction_of(probe)
+    low, high = probe.action_space.low, probe.action_space.high
+    _, start_info = probe.reset(seed=0)
     backbone = StateMLPBackbone.build(obs_dim, chunk, action_dim, seed=args.seed)
+    instruction = start_info.get("instruction", "lift the red cube")
     policy = ChunkedGaussianPolicy(backbone, instruction, seed=args.seed)
 
     # 1. a few real episodes: input normalisation for the policy, first data for the model
-    warmup = real_episodes(probe, policy, args.warmup_episodes, seed=10_000, mean=False)
+    warmup = play_real(probe, policy, args.warmup_episodes, seed=10_000, sample=True)
     backbone.set_normalisation(warmup["obs"])
     model = EnsembleDynamicsModel(
         obs_dim,
         chunk * action_dim,
         EnsembleConfig(ensemble_size=5, hidden_sizes=(256, 256), max_epochs=60, seed=args.seed),
     )
-    flat = warmup["act"].reshape(len(warmup["act"]), -1)
-    model.update(warmup["obs"], flat, warmup["next"], warmup["rew"], warmup["term"])
+    refit(model, warmup)
 
-    # 2. the vector env of GRPO groups: anchors real, the rest in the learned model
-    fusion = RewardFusion(method=args.method, anchor_fraction=args.anchor_fraction, seed=args.seed)
+    # 2. the vector env of GRPO groups: anchors real, the rest in the learned model; the real
+    # envs (LIBERO workers) stay alive between rounds, at most `real_envs` of them
+    def real_env() -> gym.Env:
+        return make_env(args)
+
+    executor = GymEnvExecutor(
+        real_env,
+        backend="thread",
+        num_workers=min(args.num_groups * args.group_size, 8),
+        max_envs=args.real_envs or None,
+    )
     envs = WorldModelVectorEnv(
-        lambda: make_env(args),
+        real_env,
         model,
         num_groups=args.num_groups,
         group_size=args.group_size,
-        fusion=fusion,
-        executor="thread",
-        num_workers=min(args.num_groups * args.group_size, 8),
+        fusion=RewardFusion(args.method, anchor_fraction=args.anchor_fraction, seed=args.seed),
+        executor=executor,
         task="dynamics",
         max_episode_steps=args.episode_chunks,
     )
@@ -198,10 +176,12 @@ def train(args: Args) -> list[dict[str, Any]]:
     history = []
     try:
         for iteration in range(args.iterations):
+            # 3. play one round: world-model groups imagined, anchor groups real
             started = time.perf_counter()
-            rollout, real = play_round(envs, policy, seed=args.seed if iteration == 0 else None)
+            rollout = collect_rollout(envs, policy, seed=args.seed if iteration == 0 else None)
             info = rollout.final_info
             advantages = torch.as_tensor(np.asarray(info["advantage"], dtype=np.float32))
+            # 4. the GRPO update on the fused advantages
             for _ in range(args.update_epochs):
                 loss, stats = grpo_loss(policy, rollout, advantages, config)
                 optimizer.zero_grad()
@@ -209,63 +189,37 @@ def train(args: Args) -> list[dict[str, Any]]:
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
                 optimizer.step()
             round_seconds = time.perf_counter() - started
-            if len(real["obs"]) and args.method == "wmrl":  # 3. refit on the anchors' reality
-                model.update(
-                    real["obs"],
-                    real["act"].reshape(len(real["act"]), -1),
-                    real["next"],
-                    real["rew"],
-                    real["term"],
-                )
-            row = log_row(iteration, rollout, float(loss.detach()), round_seconds, stats)
-            row["update_seconds"] = time.perf_counter() - started - round_seconds
+            # 5. refit the world model on the anchors' real transitions
+            if args.method == "wmrl":
+                refit(model, anchor_transitions(rollout, low, high))
+
+            anchors = np.asarray(info["is_anchor"], dtype=bool)
+            real = np.asarray(info["real_score"], dtype=np.float64)
+            timing = [step["batch"] for step in rollout.infos]
+            row = {
+                "iteration": iteration,
+                "anchor_success": float(np.nanmean(real[anchors] > 0)) if anchors.any() else np.nan,
+                "fused_reward": float(np.nanmean(info["fused_reward"])),
+                "wm_score": float(np.nanmean(info["wm_score"])),
+                "n_anchor_trajectories": int(anchors.sum()),
+                "round_seconds": round_seconds,
+                "update_seconds": time.perf_counter() - started - round_seconds,
+                "real_wall_seconds": float(sum(t["real_wall_seconds"][0] for t in timing)),
+                "wm_seconds": float(sum(t["wm_seconds"][0] for t in timing)),
+                "model_transitions": len(model.buffer),
+                "loss": float(loss.detach()),
+                **stats,
+            }
             if args.eval_every and (iteration + 1) % args.eval_every == 0:
-                evaluation = real_episodes(probe, policy, args.eval_episodes, 20_000, mean=True)
+                evaluation = play_real(probe, policy, args.eval_episodes, 20_000, sample=False)
                 row["eval_success"] = float(evaluation["success"].mean())
             history.append(row)
-            print(
-                " ".join(
-                    f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
-                ),
-                flush=True,
-            )
+            print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in row.items()), flush=True)  # fmt: skip
     finally:
         envs.close()
         probe.close()
-    return history
 
-
-def log_row(iteration: int, rollout: Rollout, loss: float, seconds: float, stats: dict) -> dict:
-    info = rollout.final_info
-    anchors = np.asarray(info["is_anchor"], dtype=bool)
-    real = np.asarray(info["real_score"], dtype=np.float64)
-    timing = [i.get("batch", {}) for i in rollout.infos]
-    return {
-        "iteration": iteration,
-        "anchor_success": float(np.nanmean(real[anchors] > 0)) if anchors.any() else float("nan"),
-        "fused_reward": float(np.nanmean(info["fused_reward"])),
-        "wm_score": float(np.nanmean(info["wm_score"])),
-        "n_anchor_trajectories": int(anchors.sum()),
-        "round_seconds": seconds,
-        "real_wall_seconds": float(sum(t["real_wall_seconds"][0] for t in timing)),
-        "wm_seconds": float(sum(t["wm_seconds"][0] for t in timing)),
-        "loss": loss,
-        **stats,
-    }
-
-
-def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for f in dataclasses.fields(Args):
-        parser.add_argument(
-            f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default
-        )
-    return Args(**vars(parser.parse_args(argv)))
-
-
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    args = parse_args(argv)
-    history = train(args)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w", newline="") as stream:

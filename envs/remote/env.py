@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import builtins
 import os
-import socket
-import subprocess
 import sys
-import tempfile
-import time
-import weakref
 from collections.abc import Mapping, Sequence
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from wmrl_env.env_executors.child import ChildProcess, WorkerDiedError
 from wmrl_env.envs.remote.protocol import FORWARDED_METHODS, decode, encode, space_from_spec
 
 __all__ = ["RemoteEnvError", "SubprocessEnv", "WorkerDiedError", "step_all"]
@@ -31,25 +26,11 @@ _PASS_THROUGH = (
     TypeError,
     ValueError,
 )
-_STDERR_TAIL = 4000
 _SNAPSHOT_METHODS = ("get_snapshot", "restore_snapshot")
 
 
 class RemoteEnvError(RuntimeError):
     """The environment in the worker raised an exception that is not a builtin one."""
-
-
-class WorkerDiedError(RuntimeError):
-    """The worker process exited (or was killed) while the environment was in use."""
-
-
-def _terminate(process: subprocess.Popen, conn: Connection, log: Any) -> None:
-    """Last-resort cleanup (garbage collection, interpreter exit): stop the worker now."""
-    conn.close()
-    if process.poll() is None:
-        process.kill()
-        process.wait(timeout=10)
-    log.close()
 
 
 class SubprocessEnv(gym.Env):
@@ -110,25 +91,17 @@ class SubprocessEnv(gym.Env):
         self.timeout = timeout
         self._closed = False
         self._pending: str | None = None
-        parent_sock, child_sock = socket.socketpair()
-        self._log = tempfile.NamedTemporaryFile(prefix="wmrl-env-worker-", suffix=".log")  # noqa: SIM115
-        child_fd = child_sock.fileno()
-        self._process = subprocess.Popen(
-            [python, "-m", "wmrl_env.envs.remote.worker", str(child_fd)],
-            pass_fds=(child_fd,),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **dict(env_vars or {})},
+        self._child = ChildProcess.run_module(
+            python,
+            "wmrl_env.envs.remote.worker",
+            name=f"the worker running {entry_point} ({python})",
+            env_vars=env_vars,
         )
-        child_sock.close()
-        self._conn = Connection(parent_sock.detach())
-        self._finalizer = weakref.finalize(self, _terminate, self._process, self._conn, self._log)
         try:
-            self._conn.send((entry_point, encode(dict(kwargs or {}))))
+            self._child.send((entry_point, encode(dict(kwargs or {}))), what="starting")
             description = self._receive(start_timeout, what=f"building {entry_point}")
         except BaseException:
-            self._finalizer()
+            self._child.stop()
             self._closed = True
             raise
         self.observation_space = space_from_spec(description["observation_space"])
@@ -140,52 +113,19 @@ class SubprocessEnv(gym.Env):
     @property
     def log_path(self) -> str:
         """The file that holds the worker's stdout and stderr."""
-        return self._log.name
+        return str(self._child.log_path)
 
     @property
     def pid(self) -> int:
         """The worker's process id."""
-        return self._process.pid
-
-    def _log_tail(self) -> str:
-        try:
-            text = Path(self._log.name).read_text(errors="replace")
-        except OSError:
-            return ""
-        return text[-_STDERR_TAIL:]
-
-    def _died(self, what: str) -> WorkerDiedError:
-        code = self._process.wait(timeout=10)
-        error = WorkerDiedError(
-            f"the worker running {self.entry_point} ({self.python}) died while {what} "
-            f"(exit code {code}). Its last output:\n{self._log_tail()}"
-        )
-        self._finalizer()
-        self._closed = True
-        return error
+        return self._child.pid
 
     def _receive(self, timeout: float | None, what: str) -> Any:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
-            if wait <= 0:
-                self._process.kill()
-                error = TimeoutError(
-                    f"the worker running {self.entry_point} did not answer within {timeout} s "
-                    f"while {what}; it was killed. Its last output:\n{self._log_tail()}"
-                )
-                self._finalizer()
-                self._closed = True
-                raise error
-            try:
-                ready = self._conn.poll(wait)
-                reply = self._conn.recv() if ready else None
-            except (EOFError, OSError):
-                raise self._died(what) from None
-            if ready:
-                break
-            if self._process.poll() is not None:
-                raise self._died(what)
+        try:
+            reply = self._child.receive(timeout, what)
+        except (TimeoutError, WorkerDiedError):
+            self._closed = True  # the child is stopped
+            raise
         if reply[0] == "ok":
             return reply[1]
         _, kind, message, remote_traceback = reply
@@ -203,9 +143,10 @@ class SubprocessEnv(gym.Env):
             raise RuntimeError(f"a {self._pending!r} request is still waiting for its answer")
         method, args = (name, args) if name in FORWARDED_METHODS else ("call", (name, *args))
         try:
-            self._conn.send((method, encode(args), encode(kwargs)))
-        except (BrokenPipeError, OSError):
-            raise self._died(f"sending {name}") from None
+            self._child.send((method, encode(args), encode(kwargs)), what=f"sending {name}")
+        except WorkerDiedError:
+            self._closed = True
+            raise
         self._pending = name
 
     def call_wait(self, timeout: float | None = None) -> Any:
@@ -254,18 +195,13 @@ class SubprocessEnv(gym.Env):
         if self._closed:
             return
         self._closed = True
-        try:
-            if self._pending is None and self._process.poll() is None:
-                self._conn.send(("close", (), {}))
-                self._conn.poll(timeout)
-            self._process.wait(timeout=timeout)
-        except (OSError, EOFError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            self._finalizer()
+        if self._pending is None:  # the worker is listening: ask it to close the env
+            self._child.stop(goodbye=("close", (), {}), timeout=timeout)
+        else:
+            self._child.stop()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"pid {self._process.pid}"
+        state = "closed" if self._closed else f"pid {self.pid}"
         return f"<SubprocessEnv {self.entry_point} ({state})>"
 
 

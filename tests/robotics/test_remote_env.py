@@ -89,7 +89,7 @@ def test_slow_worker_is_killed_after_the_timeout() -> None:
 
 def test_close_stops_the_worker_and_is_idempotent() -> None:
     env = SubprocessEnv(CARTPOLE)
-    process = env._process
+    process = env._child.process
     assert process.poll() is None
     env.close()
     env.close()

@@ -73,6 +73,8 @@ def test_example_runs_end_to_end_on_robosuite() -> None:
     assert all(row["n_anchor_trajectories"] == 2 for row in history)
     assert all(np.isfinite(row["loss"]) for row in history)
     assert "eval_success" in history[1]
+    # every round refits the world model on its anchors' real transitions
+    assert 0 < history[0]["model_transitions"] < history[1]["model_transitions"]
 
 
 @pytest.mark.libero
@@ -81,8 +83,9 @@ def test_example_runs_end_to_end_on_libero_long(tmp_path) -> None:
     example = load_example()
     out = tmp_path / "log.csv"
     history = example.main(
-        f"--iterations 1 --num-groups 2 --group-size 2 --episode-chunks 2 --chunk-size 4 "
-        f"--warmup-episodes 1 --anchor-fraction 0.5 --out {out}".split()
+        f"--iterations 2 --num-groups 2 --group-size 2 --episode-chunks 2 --chunk-size 4 "
+        f"--warmup-episodes 1 --anchor-fraction 0.5 --real-envs 2 --out {out}".split()
     )
-    assert len(history) == 1 and history[0]["n_anchor_trajectories"] == 2
+    assert len(history) == 2 and all(row["n_anchor_trajectories"] == 2 for row in history)
+    assert 0 < history[0]["model_transitions"] < history[1]["model_transitions"]
     assert out.read_text().splitlines()[0].startswith("anchor_success")

@@ -2,7 +2,9 @@
 
 :class:`GymEnvExecutor` is what the wrappers use to pay for real steps: inline, in a thread
 pool, or in worker processes that each hold their own envs (:mod:`.workers`). :mod:`.play`
-holds what every backend shares: the job type, playing one job, and the pool of envs.
+holds what every backend shares (the job type, playing one job), :mod:`.pool` the live envs
+(reused job after job, at most ``max_envs``), :mod:`.child` the mechanism behind every env
+that runs in a child process (these workers, and ``wmrl_env.envs.remote.SubprocessEnv``).
 
 Example:
     >>> import gymnasium as gym

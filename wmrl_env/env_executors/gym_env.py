@@ -29,7 +29,8 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
-from wmrl_env.env_executors.play import EnvDescription, EnvFactory, EnvJob, EnvPool
+from wmrl_env.env_executors.play import EnvDescription, EnvFactory, EnvJob
+from wmrl_env.env_executors.pool import EnvPool
 from wmrl_env.env_executors.workers import ProcessWorker
 from wmrl_env.executors.base import BaseExecutor, ExecResult
 
@@ -52,6 +53,11 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
         timeout_s: default per-job wall-clock limit (process backend only).
         start_method: multiprocessing start method of the process backend; default
             ``"forkserver"`` (fast worker starts) where available, else ``"spawn"``.
+        max_envs: most real envs alive at once (inline and thread backends: in all; process
+            backend: in each worker process); default ``None``: as many as the jobs in flight
+            need. The envs live until :meth:`close` and serve job after job (see
+            :class:`~wmrl_env.env_executors.pool.EnvPool`): an expensive env (a LIBERO worker)
+            starts once, not once per round.
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
         num_workers: int | None = None,
         timeout_s: float | None = None,
         start_method: str | None = None,
+        max_envs: int | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -70,6 +77,8 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if max_envs is not None and max_envs < 1:
+            raise ValueError(f"max_envs must be >= 1, got {max_envs}")
         if timeout_s is not None and backend != "process":
             raise ValueError(
                 "timeout_s can only be enforced with backend='process' (a thread cannot be "
@@ -85,11 +94,11 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
         if backend == "process":
             self.num_workers = num_workers or cpus
             self._workers = [
-                ProcessWorker(env_fn, start_method, name=f"wmrl-env-worker-{i}")
+                ProcessWorker(env_fn, start_method, name=f"wmrl-env-worker-{i}", max_envs=max_envs)
                 for i in range(self.num_workers)
             ]
         else:
-            self._pool = EnvPool(env_fn)
+            self._pool = EnvPool(env_fn, max_envs)
             self.num_workers = 1 if backend == "inline" else num_workers or min(32, cpus + 4)
             if backend == "thread":
                 self._threads = ThreadPoolExecutor(self.num_workers, thread_name_prefix="wmrl-env")
@@ -99,6 +108,14 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
         if self._pool is not None:
             return self._pool.describe()
         return self._workers[0].describe()
+
+    def end_episodes(self) -> None:
+        """The episodes in every slot are over (a round has ended): their envs stay alive and
+        serve the next jobs, group starts included, instead of new envs being built."""
+        if self._pool is not None:
+            self._pool.end_episodes()
+        for worker in self._workers:
+            worker.end_episodes()
 
     def _submit(self, jobs: list[EnvJob]) -> list[Future[ExecResult]]:
         for job in jobs:

@@ -1,25 +1,21 @@
-"""Play one :class:`EnvJob` in a real gymnasium env, and keep the envs a backend plays in.
+"""Play one :class:`EnvJob` in a real gymnasium env.
 
 This module holds what every backend of :class:`~wmrl_env.env_executors.gym_env.GymEnvExecutor`
-shares: the job type, :func:`play` (reset or restore, then step the job's actions, turning
-every failure into a result) and :class:`EnvPool` (lazily built envs: one per persistent
-slot, plus a free list for one-off jobs). The in-process backends use an ``EnvPool``
-directly; each worker process holds its own.
+shares: the job type and :func:`play` (reset or restore, then step the job's actions, turning
+every failure into a result). The envs themselves live in an
+:class:`~wmrl_env.env_executors.pool.EnvPool`.
 
 Example:
     >>> import gymnasium as gym
-    >>> pool = EnvPool(lambda: gym.make("CartPole-v1"))
-    >>> result = pool.run(EnvJob(actions=(0, 1), seed=3))
-    >>> result.ok, result.score, result.metadata["steps"]
-    (True, 2.0, 2)
-    >>> pool.close()
+    >>> env = gym.make("CartPole-v1")
+    >>> result, running = play(env, EnvJob(actions=(0, 1), seed=3), in_episode=False)
+    >>> result.ok, result.score, result.metadata["steps"], running
+    (True, 2.0, 2, True)
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,14 +23,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
+from wmrl_env.env_executors.child import WorkerDiedError
 from wmrl_env.executors.base import ExecResult, ExecStatus, new_job_id
 
 __all__ = [
     "REPORTED_SECONDS",
     "EnvDescription",
     "EnvJob",
-    "EnvPool",
     "SupportsSnapshots",
+    "describe",
+    "env_attribute",
+    "no_episode_message",
     "play",
     "supports_snapshots",
 ]
@@ -147,10 +146,11 @@ def supports_snapshots(env: gym.Env) -> bool:
         >>> supports_snapshots(gym.make("CartPole-v1"))
         False
     """
-    return all(callable(_attr(env, name)) for name in _SNAPSHOT_METHODS)
+    return all(callable(env_attribute(env, name)) for name in _SNAPSHOT_METHODS)
 
 
-def _attr(env: gym.Env, name: str) -> Any:
+def env_attribute(env: gym.Env, name: str) -> Any:
+    """``name`` of ``env`` or of the env it wraps (``None`` when none has it)."""
     try:
         return env.get_wrapper_attr(name)
     except AttributeError:
@@ -165,11 +165,20 @@ class _Misuse(Exception):
     """A job the env cannot play (no episode in its slot, no restore); an error result."""
 
 
+def no_episode_message(slot: int | None) -> str:
+    """The error of a job that continues (``reset=False``) a slot with no episode."""
+    return (
+        f"slot {slot} has no episode in progress (never started, ended, failed, or its worker "
+        "restarted): start one with reset=True"
+    )
+
+
 def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]:
     """Play ``job`` in ``env``; returns the result and whether an episode is still running.
 
     Never raises for a failing env: an exception in ``reset``/``step``/``restore_snapshot`` is an
-    ``error`` result (with the step it happened at), a non-finite reward ``invalid_output``.
+    ``error`` result with the step it happened at (``crashed`` when the env's worker process
+    died), a non-finite reward ``invalid_output``.
     The env must be discarded after an error (its state is unknown); the caller does that.
     """
     start = time.perf_counter()
@@ -180,20 +189,17 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
         if job.reset:
             observation, info = env.reset(seed=job.seed, options=job.options)
             if job.capture_snapshot:
-                get_snapshot = _attr(env, "get_snapshot")
+                get_snapshot = env_attribute(env, "get_snapshot")
                 metadata["snapshot"] = get_snapshot() if callable(get_snapshot) else None
             if job.snapshot is not None:
                 where = "restore_snapshot"
-                restore = _attr(env, "restore_snapshot")
+                restore = env_attribute(env, "restore_snapshot")
                 if not callable(restore):
                     raise _Misuse("the job carries a snapshot but the env has no restore")
                 observation, info = restore(job.snapshot)
             metadata["start_observation"] = observation
         elif not in_episode:
-            raise _Misuse(
-                f"slot {job.slot} has no episode in progress (never started, ended, failed, or "
-                "its worker restarted): start one with reset=True"
-            )
+            raise _Misuse(no_episode_message(job.slot))
         else:
             observation, info = None, {}
         terminated = truncated = False
@@ -216,7 +222,8 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
         return _failed(job, ExecStatus.ERROR, str(error), start, metadata, rewards), False
     except Exception as error:  # a failing env is a result, never an exception
         message = f"{where} raised {type(error).__name__}: {error}"
-        return _failed(job, ExecStatus.ERROR, message, start, metadata, rewards), False
+        status = ExecStatus.CRASHED if isinstance(error, WorkerDiedError) else ExecStatus.ERROR
+        return _failed(job, status, message, start, metadata, rewards), False
     metadata.update(
         observation=observation,
         info=info,
@@ -258,101 +265,3 @@ def _failed(
         message=message,
         metadata=metadata,
     )
-
-
-@dataclass
-class _Slot:
-    env: gym.Env | None = None
-    in_episode: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-class EnvPool:
-    """Real envs built on demand from a factory: one per slot, plus free envs for one-off jobs.
-
-    Thread-safe: jobs on different slots (and one-off jobs) may run concurrently; jobs on one
-    slot run one at a time. An env that failed is closed and replaced by a fresh one.
-    """
-
-    def __init__(self, env_fn: EnvFactory) -> None:
-        if not callable(env_fn):
-            raise TypeError(f"env_fn must be a callable returning a gymnasium.Env, got {env_fn!r}")
-        self._env_fn = env_fn
-        self._slots: dict[int, _Slot] = {}
-        self._free: list[gym.Env] = []
-        self._lock = threading.Lock()
-
-    def _make(self) -> gym.Env:
-        env = self._env_fn()
-        if not isinstance(env, gym.Env):
-            raise TypeError(f"env_fn must return a gymnasium.Env, got {type(env).__name__}")
-        return env
-
-    def describe(self) -> EnvDescription:
-        env = self._borrow()
-        try:
-            return describe(env)
-        finally:
-            self._give_back(env)
-
-    def run(self, job: EnvJob) -> ExecResult:
-        """Play ``job``; failures (including a factory that raises) come back as results."""
-        if job.slot is None:
-            return self._run_one_off(job)
-        with self._lock:
-            slot = self._slots.setdefault(job.slot, _Slot())
-        with slot.lock:
-            try:
-                if slot.env is None:
-                    slot.env = self._make()
-            except Exception as error:
-                return _factory_failed(job, error)
-            result, slot.in_episode = play(slot.env, job, slot.in_episode)
-            if not result.ok:
-                _close_quietly(slot.env)
-                slot.env = None
-            return result
-
-    def _run_one_off(self, job: EnvJob) -> ExecResult:
-        try:
-            env = self._borrow()
-        except Exception as error:
-            return _factory_failed(job, error)
-        result, _ = play(env, job, in_episode=False)
-        if result.ok:
-            self._give_back(env)
-        else:
-            _close_quietly(env)
-        return result
-
-    def _borrow(self) -> gym.Env:
-        with self._lock:
-            if self._free:
-                return self._free.pop()
-        return self._make()
-
-    def _give_back(self, env: gym.Env) -> None:
-        with self._lock:
-            self._free.append(env)
-
-    def close(self) -> None:
-        """Close every env. Idempotent."""
-        with self._lock:
-            envs = self._free + [s.env for s in self._slots.values() if s.env is not None]
-            self._free, self._slots = [], {}
-        for env in envs:
-            _close_quietly(env)
-
-
-def _factory_failed(job: EnvJob, error: Exception) -> ExecResult:
-    return ExecResult(
-        job_id=job.job_id,
-        status=ExecStatus.ERROR,
-        message=f"env_fn raised {type(error).__name__}: {error}",
-    )
-
-
-def _close_quietly(env: gym.Env) -> None:
-    # closing a broken env must not hide the result that broke it
-    with contextlib.suppress(Exception):
-        env.close()

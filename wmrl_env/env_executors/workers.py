@@ -1,9 +1,11 @@
 """Worker processes for ``GymEnvExecutor(backend="process")``: each holds its own envs.
 
-A :class:`ProcessWorker` owns one child process (holding an :class:`EnvPool`) and one thread
-that feeds it jobs one at a time over a pipe. A job that outlives its timeout gets the child
-killed; a child that dies (a segfaulting simulator) is reported as ``crashed``. Either way the
-next job starts a fresh child, and only the envs of that child are lost.
+A :class:`ProcessWorker` owns one child process (holding an
+:class:`~wmrl_env.env_executors.pool.EnvPool`; started, asked and stopped through
+:class:`~wmrl_env.env_executors.child.ChildProcess`) and one thread that feeds it jobs one at
+a time. A job that outlives its timeout gets the child killed; a child that dies (a
+segfaulting simulator) is reported as ``crashed``. Either way the next job starts a fresh
+child, and only the envs of that child are lost.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import multiprocessing
 import pickle
 import queue
 import threading
-import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 
-from wmrl_env.env_executors.play import EnvDescription, EnvFactory, EnvJob, EnvPool
+from wmrl_env.env_executors.child import ChildProcess, WorkerDiedError
+from wmrl_env.env_executors.play import EnvDescription, EnvFactory, EnvJob
+from wmrl_env.env_executors.pool import EnvPool
 from wmrl_env.executors.base import ExecResult, ExecStatus
 
 __all__ = ["ProcessWorker"]
@@ -28,10 +31,10 @@ _SEND_ERRORS = (pickle.PicklingError, TypeError, AttributeError)
 STARTUP_TIMEOUT_S = 300.0
 
 
-def _worker_main(conn: Connection, env_fn_bytes: bytes) -> None:
-    """Child process: say ``"ready"``, then serve ``("job", EnvJob)`` and ``("describe", None)``
-    until ``None``."""
-    pool = EnvPool(cloudpickle.loads(env_fn_bytes))
+def _worker_main(conn: Connection, env_fn_bytes: bytes, max_envs: int | None) -> None:
+    """Child process: say ``"ready"``, then serve ``("job", EnvJob)``, ``("describe", None)``
+    and ``("end_episodes", None)`` until ``None``."""
+    pool = EnvPool(cloudpickle.loads(env_fn_bytes), max_envs)
     conn.send("ready")
     try:
         while True:
@@ -44,6 +47,9 @@ def _worker_main(conn: Connection, env_fn_bytes: bytes) -> None:
             kind, payload = request
             if kind == "job":
                 reply: Any = pool.run(payload)
+            elif kind == "end_episodes":
+                pool.end_episodes()
+                reply = None
             else:
                 try:
                     reply = pool.describe()
@@ -83,12 +89,18 @@ def worker_context(start_method: str | None) -> Any:
 class ProcessWorker:
     """One child process with its envs, fed by one thread; see the module docstring."""
 
-    def __init__(self, env_fn: EnvFactory, start_method: str | None, name: str) -> None:
+    def __init__(
+        self,
+        env_fn: EnvFactory,
+        start_method: str | None,
+        name: str,
+        max_envs: int | None = None,
+    ) -> None:
         self._env_fn_bytes = cloudpickle.dumps(env_fn)
+        self._max_envs = max_envs
         self._context = worker_context(start_method)
         self._name = name
-        self._process: Any = None
-        self._conn: Connection | None = None
+        self._child: ChildProcess | None = None
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = False
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -104,6 +116,12 @@ class ProcessWorker:
         self._requests.put(("describe", None, None, future))
         return future.result()
 
+    def end_episodes(self) -> None:
+        """Tell the child's pool that every slot's episode is over (after the queued jobs)."""
+        future: Future[Any] = Future()
+        self._requests.put(("end_episodes", None, None, future))
+        future.result()
+
     def close(self) -> None:
         """Finish the job in flight, fail the queued ones, stop the child. Idempotent."""
         if self._closing:
@@ -111,7 +129,9 @@ class ProcessWorker:
         self._closing = True
         self._requests.put(None)
         self._thread.join()
-        self._stop_child(polite=True)
+        if self._child is not None:
+            self._child.stop(goodbye=None)  # ask it to close its envs, then kill it
+            self._child = None
 
     # -- the feeding thread ------------------------------------------------------------------
 
@@ -122,6 +142,9 @@ class ProcessWorker:
                 return
             kind, payload, timeout_s, future = item
             if not future.set_running_or_notify_cancel():
+                continue
+            if kind == "end_episodes" and self._child is None:  # no child, no episodes
+                future.set_result(None)
                 continue
             if self._closing:
                 self._resolve(future, kind, payload, ExecStatus.ERROR, "the executor was closed")
@@ -145,71 +168,47 @@ class ProcessWorker:
             future.set_exception(RuntimeError(f"{self._name}: {message}"))
 
     def _request(self, kind: str, payload: EnvJob | None, timeout_s: float | None) -> Any:
-        conn = self._ensure_child()
-        start = time.perf_counter()
+        child = self._ensure_child()
+        lost = "the episodes in its slots are lost"
         try:
-            conn.send((kind, payload))
+            child.send((kind, payload), what=f"sending a {kind}")
         except _SEND_ERRORS as error:  # nothing was sent: the child is fine
             raise _WorkerFailure(ExecStatus.ERROR, f"the job could not be sent: {error}") from None
-        except OSError as error:
-            self._stop_child()
-            raise _WorkerFailure(ExecStatus.CRASHED, f"worker pipe broken: {error}") from None
-        if not conn.poll(timeout_s):
-            self._stop_child()
+        except WorkerDiedError as error:
+            self._child = None
             raise _WorkerFailure(
-                ExecStatus.TIMEOUT,
-                f"no result after {time.perf_counter() - start:.1f} s (limit {timeout_s} s); "
-                f"{self._name} was restarted and the episodes in its slots are lost",
-            )
+                ExecStatus.CRASHED, f"{error}; it was restarted and {lost}"
+            ) from None
         try:
-            return conn.recv()
-        except (EOFError, OSError):
-            code = self._stop_child()
+            return child.receive(timeout_s, what=f"running a {kind}")
+        except TimeoutError as error:
+            self._child = None
             raise _WorkerFailure(
-                ExecStatus.CRASHED,
-                f"{self._name} died (exit code {code}); it was restarted and the episodes in "
-                "its slots are lost",
+                ExecStatus.TIMEOUT, f"{error}; {self._name} was restarted and {lost}"
+            ) from None
+        except WorkerDiedError as error:
+            self._child = None
+            raise _WorkerFailure(
+                ExecStatus.CRASHED, f"{error}; it was restarted and {lost}"
             ) from None
 
-    def _ensure_child(self) -> Connection:
-        if self._conn is None:
-            parent, child = self._context.Pipe()
-            self._process = self._context.Process(
-                target=_worker_main, args=(child, self._env_fn_bytes), name=self._name, daemon=True
+    def _ensure_child(self) -> ChildProcess:
+        if self._child is None:
+            child = ChildProcess.fork(
+                self._context, _worker_main, (self._env_fn_bytes, self._max_envs), self._name
             )
-            self._process.start()
-            child.close()
-            self._conn = parent
             # job timeouts start once the child is up: its imports do not count against them
             try:
-                ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv() == "ready"
-            except (EOFError, OSError):
+                ready = child.receive(STARTUP_TIMEOUT_S, what="starting") == "ready"
+            except (TimeoutError, WorkerDiedError):
                 ready = False
             if not ready:
-                code = self._stop_child()
+                code = child.stop()
                 raise _WorkerFailure(
                     ExecStatus.CRASHED, f"{self._name} did not start (exit code {code})"
                 )
-        return self._conn
-
-    def _stop_child(self, polite: bool = False) -> int | None:
-        """Stop the child (asking first when ``polite``, else killing it); its exit code."""
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
-        if process is None:
-            return None
-        if polite and conn is not None:
-            try:
-                conn.send(None)
-                process.join(timeout=5.0)
-            except OSError:
-                pass
-        if process.is_alive():
-            process.kill()
-        process.join()
-        if conn is not None:
-            conn.close()
-        return process.exitcode
+            self._child = child
+        return self._child
 
 
 class _WorkerFailure(Exception):

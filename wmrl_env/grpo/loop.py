@@ -55,13 +55,16 @@ class GRPOConfig:
 
 @dataclass
 class Rollout:
-    """One round: per step, the batched observations, actions, old log-probs, active mask."""
+    """One round: per step, the batched observations, actions, old log-probs, active mask;
+    ``final_observations`` are those the last step returned (step ``t`` leads from
+    ``observations[t]`` to ``observations[t + 1]``, the last one to ``final_observations``)."""
 
     observations: list[Any] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
     log_probs: list[torch.Tensor] = field(default_factory=list)
     active: list[np.ndarray] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
+    final_observations: Any = None
 
     @property
     def final_info(self) -> dict[str, Any]:
@@ -87,6 +90,7 @@ def collect_rollout(envs: Any, policy: Policy, seed: int | None = None) -> Rollo
         rollout.infos.append(info)
         observations = next_observations
         if np.all(terminated | truncated):
+            rollout.final_observations = observations
             return rollout
 
 

@@ -158,6 +158,8 @@ class DynamicsRound(Round):
 
     def _finish(self, info: dict[str, Any]) -> tuple[np.ndarray, list[ExecResult]]:
         """Replay groups with invalid predictions for real, then fuse the round."""
+        # the round's real episodes are over: their envs stay alive for what comes next
+        self.setup.executor.end_episodes()
         layout = self.setup.layout
         replay = layout.groups_of(~self.wm_valid) & ~layout.groups_of(self.setup.anchors)
         results: list[ExecResult] = []
