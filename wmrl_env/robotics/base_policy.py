@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from wmrl_env.integrations.vla import ChunkedGaussianPolicy
 from wmrl_env.robotics.behaviour_cloning import load_policy, save_policy, train_bc_policy
 from wmrl_env.robotics.demonstrations import Demonstrations, collect_demonstrations
@@ -38,8 +40,10 @@ class BasePolicyRecipe:
     """How a base policy is made: demonstrations, then behaviour cloning.
 
     Attributes:
-        num_episodes: demonstration episodes collected (failed ones are kept in the data,
-            only successful ones are cloned).
+        num_episodes: demonstration episodes collected (all kept in the data).
+        bc_episodes: how many successful episodes are cloned (the first ones; all if fewer
+            succeeded). Fixing the count, not the share, keeps the policy's quality steady
+            across seeds.
         noise: std of the expert's Gaussian position-command noise.
         perturb_prob: the expert's chance per step of a random push.
         horizon: steps per episode (demonstrations and evaluation).
@@ -53,9 +57,10 @@ class BasePolicyRecipe:
     """
 
     num_episodes: int = 30
+    bc_episodes: int = 10
     noise: float = 0.3
     perturb_prob: float = 0.03
-    horizon: int = 80
+    horizon: int = 60
     chunk_size: int = 8
     hidden: int = 128
     epochs: int = 100
@@ -72,7 +77,7 @@ class BasePolicyRecipe:
 
 #: the default recipe of each task
 RECIPES: dict[str, BasePolicyRecipe] = {
-    "Lift": BasePolicyRecipe(instruction="lift the cube"),
+    "Lift": BasePolicyRecipe(horizon=60, instruction="lift the cube"),
     "Stack": BasePolicyRecipe(
         num_episodes=40, horizon=150, instruction="stack the red cube on the green cube"
     ),
@@ -86,6 +91,9 @@ def make_base_policy(
     **overrides: Any,
 ) -> tuple[ChunkedGaussianPolicy, Demonstrations]:
     """Collect demonstrations and clone them; ``(policy, demonstrations)``.
+
+    The demonstrations are all episodes collected, failed ones included (for a world model);
+    ``demos.metadata["cloned_episodes"]`` lists the episodes the policy was cloned from.
 
     Args:
         task: ``"Lift"`` or ``"Stack"`` (env ``wmrl/<task>-v0``).
@@ -116,12 +124,15 @@ def make_base_policy(
             perturb_prob=recipe.perturb_prob,
         )
         demos.metadata["recipe"] = asdict(recipe)
+        succeeded = np.flatnonzero(demos.episode_success)
+        demos.metadata["cloned_episodes"] = succeeded[: recipe.bc_episodes].tolist()
         if demos_path is not None:
             demos.save(demos_path)
     if policy_path is not None and policy_path.exists():
         return load_policy(policy_path, seed=seed), demos
+    cloned = np.isin(np.arange(demos.num_episodes), demos.metadata["cloned_episodes"])
     policy = train_bc_policy(
-        demos,
+        demos.select_episodes(cloned) if cloned.any() else demos,  # raises if none succeeded
         chunk_size=recipe.chunk_size,
         instruction=recipe.instruction,
         log_std_init=recipe.log_std_init,
