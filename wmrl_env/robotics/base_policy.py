@@ -78,8 +78,14 @@ class BasePolicyRecipe:
 #: the default recipe of each task
 RECIPES: dict[str, BasePolicyRecipe] = {
     "Lift": BasePolicyRecipe(horizon=60, instruction="lift the cube"),
+    # measured at seed 0: greedy 27 %, sampled 17 % (10 cloned episodes of noise 0.3: 0 %)
     "Stack": BasePolicyRecipe(
-        num_episodes=40, horizon=150, instruction="stack the red cube on the green cube"
+        num_episodes=40,
+        bc_episodes=40,
+        noise=0.15,
+        perturb_prob=0.01,
+        horizon=150,
+        instruction="stack the red cube on the green cube",
     ),
 }
 
