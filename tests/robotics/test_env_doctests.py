@@ -13,6 +13,7 @@ MODULES = [
     "wmrl_env.envs.remote.protocol",
     "wmrl_env.envs.robosuite",
     "wmrl_env.envs.robosuite.actions",
+    "wmrl_env.envs.robosuite.experts",
     "wmrl_env.envs.robosuite.observations",
     "wmrl_env.envs.libero",
 ]
