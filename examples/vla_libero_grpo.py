@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from wmrl_env.fusion import RewardFusion
-from wmrl_env.grpo import GRPOConfig, Rollout, grpo_loss
+from wmrl_env.grpo import GRPOConfig, Rollout, collect_rollout, grpo_loss
+from wmrl_env.grpo.transitions import anchor_transitions
 from wmrl_env.integrations.vla import ActionChunking, ChunkedGaussianPolicy, StateMLPBackbone
 from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
 from wmrl_env.wrappers import WorldModelVectorEnv
@@ -127,39 +128,6 @@ def real_episodes(env: gym.Env, policy: Any, episodes: int, seed: int, mean: boo
     return {**arrays, "success": np.asarray(successes, dtype=float)}
 
 
-def play_round(envs: WorldModelVectorEnv, policy: Any, seed: int | None) -> tuple[Rollout, dict]:
-    """One GRPO round; also the anchors' real transitions for the world model."""
-    rollout = Rollout()
-    observations, _ = envs.reset(seed=seed)
-    real: dict[str, list] = {k: [] for k in ("obs", "act", "next", "rew", "term")}
-    low, high = envs.single_action_space.low, envs.single_action_space.high
-    while True:
-        actions, log_probs = policy.act(observations)
-        next_observations, _, terminated, truncated, info = envs.step(np.clip(actions, low, high))
-        active = np.asarray(info["active"])
-        for i in np.flatnonzero(active & info["is_anchor"]):
-            for key, value in zip(
-                real,
-                (
-                    observations[i],
-                    np.clip(actions[i], low, high),
-                    next_observations[i],
-                    info["step_reward"][i],
-                    terminated[i],
-                ),
-                strict=True,
-            ):
-                real[key].append(value)
-        rollout.observations.append(observations)
-        rollout.actions.append(actions)
-        rollout.log_probs.append(log_probs)
-        rollout.active.append(active)
-        rollout.infos.append(info)
-        observations = next_observations
-        if np.all(terminated | truncated):
-            return rollout, {k: np.asarray(v) for k, v in real.items()}
-
-
 def train(args: Args) -> list[dict[str, Any]]:
     torch.manual_seed(args.seed)  # the script owns its process: seed torch's default generator
     probe = make_env(args)
@@ -199,7 +167,7 @@ def train(args: Args) -> list[dict[str, Any]]:
     try:
         for iteration in range(args.iterations):
             started = time.perf_counter()
-            rollout, real = play_round(envs, policy, seed=args.seed if iteration == 0 else None)
+            rollout = collect_rollout(envs, policy, seed=args.seed if iteration == 0 else None)
             info = rollout.final_info
             advantages = torch.as_tensor(np.asarray(info["advantage"], dtype=np.float32))
             for _ in range(args.update_epochs):
@@ -209,13 +177,14 @@ def train(args: Args) -> list[dict[str, Any]]:
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
                 optimizer.step()
             round_seconds = time.perf_counter() - started
-            if len(real["obs"]) and args.method == "wmrl":  # 3. refit on the anchors' reality
+            real = anchor_transitions(rollout)  # 3. refit on the anchors' reality
+            if len(real) and args.method == "wmrl":
                 model.update(
-                    real["obs"],
-                    real["act"].reshape(len(real["act"]), -1),
-                    real["next"],
-                    real["rew"],
-                    real["term"],
+                    real.observations,
+                    real.flat_actions(),
+                    real.next_observations,
+                    real.rewards,
+                    real.terminations,
                 )
             row = log_row(iteration, rollout, float(loss.detach()), round_seconds, stats)
             row["update_seconds"] = time.perf_counter() - started - round_seconds
