@@ -132,3 +132,33 @@ def test_cli_refuses_flags_of_the_other_domain(argv, flag):
     )
     with pytest.raises(ValueError, match=flag):
         build(args)
+
+
+def test_report_only_summarises_the_runs_in_a_folder(tmp_path, capsys):
+    from wmrl_env.bench.records import RunRecord, StepRecord
+
+    def run(arm: str, seed: int, cost: int, scores: list[float]) -> dict:
+        steps = [
+            StepRecord(i, real_steps=cost * i, real_exec_seconds=cost * i / 100, true_score=s)
+            for i, s in enumerate(scores)
+        ]
+        return RunRecord(arm, seed, steps).to_dict()
+
+    rows = [
+        run(arm, seed, cost, [0.4 + 0.1 * seed, 0.5 + 0.1 * seed + bump])
+        for seed in (0, 1)
+        for arm, cost, bump in (("real", 1000, 0.2), ("anchors", 250, 0.1))
+    ]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = _args("--domain", "robosuite", "--report-only", "--out", str(tmp_path))
+    assert bench_cli.run(args) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["start_success"] == pytest.approx(0.45)
+    assert results["improvement_over_start"]["real"]["mean"] == pytest.approx(0.3)
+    assert results["arms"]["anchors"]["real_steps"] == 250
+    assert (tmp_path / "success_vs_real_steps.png").stat().st_size > 0
+    assert "| real | 0.750" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = _args("--domain", "robosuite", "--report-only", "--out", str(empty))
+    assert bench_cli.run(args) == 2

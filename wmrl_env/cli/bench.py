@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from wmrl_env.bench.config import ARMS, WORLD_MODELS, BenchConfig
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, SUCCESS_PREDICTORS, RobotBenchConfig
@@ -70,6 +71,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "predictor), or uniform random scores (the never-worse check)",
     )
     parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="robosuite: run nothing; write results and figures from the runs already in "
+        "--out (e.g. after running the seeds in pieces)",
+    )
+    parser.add_argument(
         "--success-predictor",
         choices=SUCCESS_PREDICTORS,
         help="robosuite: a classifier on the imagined state, or the ensemble's termination head",
@@ -129,13 +136,14 @@ def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
 
 def run_robots(args: argparse.Namespace) -> int:
     """``wmrl bench --domain robosuite``: progress lines, then the table."""
-    from wmrl_env.bench.robotics import run_robot_bench
+    from wmrl_env.bench.robotics import run_robot_bench, write_report
     from wmrl_env.bench.robotics.report import markdown
     from wmrl_env.utils.imports import MissingDependencyError, require
 
     try:
         config = robot_config_from_args(args)
-        for module in ("torch", "robosuite", "matplotlib"):
+        needed = ("matplotlib",) if args.report_only else ("torch", "robosuite", "matplotlib")
+        for module in needed:
             require(module, "wmrl bench --domain robosuite")
     except (ValueError, MissingDependencyError) as error:
         print(f"wmrl bench: {error}", file=sys.stderr)
@@ -150,13 +158,25 @@ def run_robots(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    result = run_robot_bench(config, on_step=on_step, on_phase=lambda m: print(m, flush=True))
+    if args.report_only:
+        if not config.out:
+            print("wmrl bench: --report-only needs --out FOLDER", file=sys.stderr)
+            return 2
+        try:
+            summary, _ = write_report(Path(config.out))
+        except (ValueError, FileNotFoundError) as error:
+            print(f"wmrl bench: {error}", file=sys.stderr)
+            return 2
+        folder, seconds = Path(config.out), 0.0
+    else:
+        result = run_robot_bench(config, on_step=on_step, on_phase=lambda m: print(m, flush=True))
+        summary, folder, seconds = result.summary, result.folder, result.seconds
     print()
-    print(markdown(result.summary))
+    print(markdown(summary))
     print(
         f"\nspeedup = real steps the real arm needed to reach its final held-out success (or "
         f"95 % / 90 % of it) / those each arm needed to reach it and stay; "
-        f"{result.seconds:.0f} s; outputs in {result.folder}/"
+        f"{seconds:.0f} s; outputs in {folder}/"
     )
     return 0
 
