@@ -31,7 +31,8 @@ import torch
 
 from wmrl_env.env_executors import GymEnvExecutor
 from wmrl_env.fusion import RewardFusion
-from wmrl_env.grpo import GRPOConfig, Rollout, collect_rollout, grpo_loss
+from wmrl_env.grpo import GRPOConfig, collect_rollout, grpo_loss
+from wmrl_env.grpo.transitions import Transitions, anchor_transitions
 from wmrl_env.integrations.vla import ActionChunking, ChunkedGaussianPolicy, StateMLPBackbone
 from wmrl_env.utils.args import parse_args
 from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
@@ -103,29 +104,13 @@ def play_real(env: gym.Env, policy: Any, episodes: int, seed: int, sample: bool)
     return {**{k: np.asarray(v) for k, v in rows.items()}, "success": np.asarray(successes)}
 
 
-def anchor_transitions(rollout: Rollout, low: np.ndarray, high: np.ndarray) -> dict:
-    """The anchors' real transitions in a round: new training data for the world model.
-
-    The reward is the task's binary success, which ends the episode: ``term = reward > 0``.
-    """
-    rows: dict[str, list] = {key: [] for key in ("obs", "act", "next", "rew", "term")}
-    nexts = [*rollout.observations[1:], rollout.final_observations]
-    for obs, actions, nxt, info in zip(
-        rollout.observations, rollout.actions, nexts, rollout.infos, strict=True
-    ):
-        for i in np.flatnonzero(info["active"] & info["is_anchor"]):
-            reward = info["step_reward"][i]
-            values = (obs[i], np.clip(actions[i], low, high), nxt[i], reward, reward > 0)
-            for key, value in zip(rows, values, strict=True):
-                rows[key].append(value)
-    return {key: np.asarray(value) for key, value in rows.items()}
-
-
-def refit(model: EnsembleDynamicsModel, data: dict) -> None:
-    """Add real transitions (chunks flattened to one action vector) and refit the ensemble."""
-    if len(data["obs"]):
-        actions = data["act"].reshape(len(data["act"]), -1)
-        model.update(data["obs"], actions, data["next"], data["rew"], data["term"])
+def refit(model: EnsembleDynamicsModel, real: Transitions) -> None:
+    """Add the anchors' real transitions (chunks flattened to one action vector) and refit."""
+    if len(real):
+        model.update(
+            real.observations, real.flat_actions(), real.next_observations, real.rewards,
+            real.terminations,
+        )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -134,7 +119,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     probe = make_env(args)  # one real env for the warm-up and the evaluations
     obs_dim = probe.observation_space.shape[0]
     chunk, action_dim = probe.action_space.shape
-    low, high = probe.action_space.low, probe.action_space.high
     _, start_info = probe.reset(seed=0)
     backbone = StateMLPBackbone.build(obs_dim, chunk, action_dim, seed=args.seed)
     instruction = start_info.get("instruction", "lift the red cube")
@@ -191,7 +175,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             round_seconds = time.perf_counter() - started
             # 5. refit the world model on the anchors' real transitions
             if args.method == "wmrl":
-                refit(model, anchor_transitions(rollout, low, high))
+                refit(model, anchor_transitions(rollout))
 
             anchors = np.asarray(info["is_anchor"], dtype=bool)
             real = np.asarray(info["real_score"], dtype=np.float64)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl_env.bench.records import RunRecord
-from wmrl_env.bench.report import mean_curve, score_band
+from wmrl_env.bench.report import COST, mean_curve, score_band
 from wmrl_env.utils.imports import require
 
 FOCUS_ARM = "wmrl"
@@ -40,11 +40,18 @@ def _series(runs: Sequence[RunRecord], name: str) -> tuple[np.ndarray, np.ndarra
         return np.arange(length), np.nanmean(values, axis=0)
 
 
-def learning_curves(runs: Sequence[RunRecord], path: Path) -> None:
+def learning_curves(
+    runs: Sequence[RunRecord],
+    path: Path,
+    cost: str = COST,
+    cost_label: str = "cumulative real-execution seconds",
+    score_label: str = "held-out score",
+) -> None:
+    """Score against cumulative real cost (log) and against rounds, mean and seed band."""
     plt = _pyplot()
     fig, (by_seconds, by_step) = plt.subplots(1, 2, figsize=(10, 4))
     for arm, arm_runs in _by_arm(runs).items():
-        seconds, scores = mean_curve(arm_runs)
+        seconds, scores = mean_curve(arm_runs, cost)
         low, high = score_band(arm_runs)
         steps = [s.step for s in arm_runs[0].evaluated[: scores.size]]
         x = np.maximum(seconds, 1.0)  # the world-model arm spends none: drawn at 1 s
@@ -53,13 +60,13 @@ def learning_curves(runs: Sequence[RunRecord], path: Path) -> None:
         by_step.plot(steps, scores, marker=".", label=arm)
         by_step.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
     by_seconds.set_xscale("log")
-    by_seconds.set_xlabel("cumulative real-execution seconds (log; 0 drawn at 1)")
+    by_seconds.set_xlabel(f"{cost_label} (log; 0 drawn at 1)")
     by_step.set_xlabel("training round")
     for ax in (by_seconds, by_step):
-        ax.set_ylabel("held-out score")
+        ax.set_ylabel(score_label)
         ax.grid(alpha=0.3)
     by_step.legend(fontsize=8)
-    fig.suptitle("Held-out score against real-execution cost (mean, 95 % band over seeds)")
+    fig.suptitle(f"{score_label.capitalize()} against real cost (mean, 95 % band over seeds)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -27,6 +27,10 @@ class StepRecord:
     wall_seconds: float = 0.0
     wm_seconds: float = 0.0
     real_executions: int = 0
+    real_steps: int = 0
+    """cumulative real environment steps (simulators; 0 where a run has no such notion)"""
+    eval_steps: int = 0
+    """cumulative environment steps spent evaluating (never charged to training)"""
     true_score: float = math.nan
     fused_reward_mean: float = math.nan
     real_reward_mean: float = math.nan

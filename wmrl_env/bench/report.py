@@ -54,6 +54,7 @@ class ArmSummary:
     wall_seconds: float
     wm_seconds: float
     real_executions: float
+    real_steps: float  # mean over seeds, whole run (simulators: real control steps)
     seconds_to_target: float | None  # real-execution seconds to reach the baseline's final
     speedup: float | None
     speedup_at: dict[str, float | None]  # SPEEDUP_LEVELS -> speedup
@@ -66,10 +67,15 @@ class ArmSummary:
         return {k: _json_number(v) for k, v in data.items()}
 
 
-def mean_curve(runs: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """Seed-averaged (cumulative real-execution seconds, true score) at the evaluated steps."""
+COST = "real_exec_seconds"
+"""the default real cost curves are read against (any cumulative field of a
+:class:`~wmrl_env.bench.records.StepRecord`, e.g. ``"real_steps"`` for simulators)"""
+
+
+def mean_curve(runs: Sequence[RunRecord], cost: str = COST) -> tuple[np.ndarray, np.ndarray]:
+    """Seed-averaged (cumulative real cost, true score) at the evaluated steps."""
     length = min(len(run.evaluated) for run in runs)
-    seconds = np.mean([[s.real_exec_seconds for s in run.evaluated[:length]] for run in runs], 0)
+    seconds = np.mean([[getattr(s, cost) for s in run.evaluated[:length]] for run in runs], 0)
     scores = np.mean([[s.true_score for s in run.evaluated[:length]] for run in runs], 0)
     return seconds, scores
 
@@ -109,7 +115,7 @@ def confidence_interval(
     return float(max(values.mean() - half, bounds[0])), float(min(values.mean() + half, bounds[1]))
 
 
-def score_at(run: RunRecord, seconds: float) -> float:
+def score_at(run: RunRecord, seconds: float, cost: str = COST) -> float:
     """The run's true score at its last evaluation with at most ``seconds`` cumulative
     real-execution seconds (NaN when it has none).
 
@@ -119,30 +125,33 @@ def score_at(run: RunRecord, seconds: float) -> float:
     >>> score_at(RunRecord("anchors", 0, steps), 7.0)
     0.5
     """
-    scores = [s.true_score for s in run.evaluated if s.real_exec_seconds <= seconds + 1e-9]
+    scores = [s.true_score for s in run.evaluated if getattr(s, cost) <= seconds + 1e-9]
     return scores[-1] if scores else math.nan
 
 
 def gain_over_anchors(
-    runs: Sequence[RunRecord], anchors: Sequence[RunRecord]
+    runs: Sequence[RunRecord], anchors: Sequence[RunRecord], cost: str = COST
 ) -> tuple[float | None, tuple[float, float] | None]:
     """Mean and 95 % interval over seeds of (score of ``runs`` - score of ``anchors``) at equal
-    cumulative real-execution seconds; runs are paired by seed."""
+    cumulative real cost (``cost``); runs are paired by seed."""
     by_seed = {run.seed: run for run in anchors}
     gains = []
     for run in runs:
         baseline = by_seed.get(run.seed)
         if baseline is None or not run.evaluated or not baseline.evaluated:
             continue
-        seconds = min(run.evaluated[-1].real_exec_seconds, baseline.evaluated[-1].real_exec_seconds)
-        gains.append(score_at(run, seconds) - score_at(baseline, seconds))
+        seconds = min(getattr(run.evaluated[-1], cost), getattr(baseline.evaluated[-1], cost))
+        gains.append(score_at(run, seconds, cost) - score_at(baseline, seconds, cost))
     if not gains:
         return None, None
     return float(np.mean(gains)), confidence_interval(gains, bounds=(-1.0, 1.0))
 
 
-def summarise(runs: Sequence[RunRecord], tolerance: float = 0.0) -> dict[str, ArmSummary]:
-    """One :class:`ArmSummary` per arm, in the order the arms first appear."""
+def summarise(
+    runs: Sequence[RunRecord], tolerance: float = 0.0, cost: str = COST
+) -> dict[str, ArmSummary]:
+    """One :class:`ArmSummary` per arm, in the order the arms first appear; speedups and gains
+    are read against ``cost`` (its ``seconds_*`` fields are then in that unit)."""
     by_arm: dict[str, list[RunRecord]] = defaultdict(list)
     for run in runs:
         by_arm[run.arm].append(run)
@@ -153,11 +162,11 @@ def summarise(runs: Sequence[RunRecord], tolerance: float = 0.0) -> dict[str, Ar
             level: final - tolerance if share is None else share * final
             for level, share in SPEEDUP_LEVELS.items()
         }
-    baseline_curve = mean_curve(by_arm[BASELINE]) if targets else None
+    baseline_curve = mean_curve(by_arm[BASELINE], cost) if targets else None
     summaries = {}
     for arm, arm_runs in by_arm.items():
         finals = [r.final_true_score for r in arm_runs]
-        curve = mean_curve(arm_runs)
+        curve = mean_curve(arm_runs, cost)
         speedup_at, seconds_at = {}, {}
         for level, target in targets.items():
             seconds_at[level] = seconds_to_reach(*curve, target)
@@ -166,7 +175,7 @@ def summarise(runs: Sequence[RunRecord], tolerance: float = 0.0) -> dict[str, Ar
             )
         gain, gain_ci = (None, None)
         if ANCHORS in by_arm and arm != ANCHORS:
-            gain, gain_ci = gain_over_anchors(arm_runs, by_arm[ANCHORS])
+            gain, gain_ci = gain_over_anchors(arm_runs, by_arm[ANCHORS], cost)
         summaries[arm] = ArmSummary(
             arm=arm,
             seeds=len(arm_runs),
@@ -176,6 +185,7 @@ def summarise(runs: Sequence[RunRecord], tolerance: float = 0.0) -> dict[str, Ar
             wall_seconds=float(np.mean([r.totals.wall_seconds for r in arm_runs])),
             wm_seconds=float(np.mean([r.totals.wm_seconds for r in arm_runs])),
             real_executions=float(np.mean([r.totals.real_executions for r in arm_runs])),
+            real_steps=float(np.mean([r.totals.real_steps for r in arm_runs])),
             seconds_to_target=seconds_at.get("final"),
             speedup=speedup_at.get("final"),
             speedup_at=speedup_at,

@@ -118,7 +118,7 @@ def run_one(
     ``executor`` runs the real executions (every one charged); the held-out score comes from
     the execution table (:class:`Regime`), never charged.
     """
-    from wmrl_env.grpo import GRPOConfig, train
+    from wmrl_env.grpo import train
     from wmrl_env.wrappers import WorldModelVectorEnv
 
     ml_tasks = _ml_tasks()
@@ -154,7 +154,6 @@ def run_one(
         totals["real_executions"] += int(row["n_anchor_groups"]) * config.group_size
         step = row["iteration"] + 1
         evaluated = step % config.eval_every == 0 or step == config.iterations
-        batch = row["fusion"]
         step_record = StepRecord(
             step=step,
             real_exec_seconds=totals["real_exec_seconds"],
@@ -162,27 +161,13 @@ def run_one(
             wm_seconds=totals["wm_seconds"],
             real_executions=totals["real_executions"],
             true_score=regime.score(policy, config.heldout_score) if evaluated else math.nan,
-            fused_reward_mean=row["reward_mean"],
-            real_reward_mean=row["real_reward_mean"],
-            kappa=row["kappa"],
-            spearman=_number(batch.get("spearman")),
-            residual_mse=_number(batch.get("residual_mse")),
-            anchor_gap=_number(batch.get("anchor_gap")),
-            wm_weight=_number(batch.get("wm_weight")),
-            n_anchor_groups=int(row["n_anchor_groups"]),
-            n_failed=int(row["n_failed"]),
-            calibration_fallback=batch.get("calibration_fallback"),
+            **fusion_fields(row),
         )
         record.steps.append(step_record)
         if on_step is not None:
             on_step(step_record)
 
-    grpo = GRPOConfig(
-        iterations=config.iterations,
-        learning_rate=config.learning_rate,
-        update_epochs=config.update_epochs,
-        seed=seed,
-    )
+    grpo = grpo_config(config, seed)
     try:
         train(envs, policy, grpo, log=log)
     finally:
@@ -191,6 +176,37 @@ def run_one(
     if method not in ("real", "wm"):
         record.calibration = _calibration_snapshot(fusion)
     return record
+
+
+def grpo_config(config: Any, seed: int) -> Any:
+    """The GRPO settings of a bench run: rounds, learning rate and epochs from ``config``
+    (any bench configuration), the first reset seeded with ``seed``."""
+    from wmrl_env.grpo import GRPOConfig
+
+    return GRPOConfig(
+        iterations=config.iterations,
+        learning_rate=config.learning_rate,
+        update_epochs=config.update_epochs,
+        seed=seed,
+    )
+
+
+def fusion_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """The fusion's diagnostics of a :func:`wmrl_env.grpo.train` log row, as
+    :class:`StepRecord` fields."""
+    batch = row["fusion"]
+    return {
+        "fused_reward_mean": row["reward_mean"],
+        "real_reward_mean": row["real_reward_mean"],
+        "kappa": row["kappa"],
+        "spearman": _number(batch.get("spearman")),
+        "residual_mse": _number(batch.get("residual_mse")),
+        "anchor_gap": _number(batch.get("anchor_gap")),
+        "wm_weight": _number(batch.get("wm_weight")),
+        "n_anchor_groups": int(row["n_anchor_groups"]),
+        "n_failed": int(row["n_failed"]),
+        "calibration_fallback": batch.get("calibration_fallback"),
+    }
 
 
 def _calibration_snapshot(fusion: RewardFusion) -> dict[str, list[float]]:

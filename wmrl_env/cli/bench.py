@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from wmrl_env.bench.config import ARMS, WORLD_MODELS, BenchConfig
+from wmrl_env.bench.robotics.config import ROBOT_ARMS, SUCCESS_PREDICTORS, RobotBenchConfig
 
 # flag -> (type, help); unset flags keep the preset's value
 OVERRIDES: dict[str, tuple[type, str]] = {
@@ -25,6 +27,15 @@ OVERRIDES: dict[str, tuple[type, str]] = {
     "workers": (int, "sandbox programs run at once (live executor)"),
     "out": (str, "output folder (default runs/bench-<time>)"),
 }
+# flags of --domain robosuite only
+ROBOT_OVERRIDES: dict[str, tuple[type, str]] = {
+    "first_seed": (int, "robosuite: first seed (run the bench in per-seed pieces)"),
+    "eval_starts": (int, "robosuite: held-out start seeds of every evaluation"),
+    "ensemble_size": (int, "robosuite: members of the dynamics ensemble"),
+    "cache_dir": (str, "robosuite: where base policies and demonstrations are cached"),
+}
+SHARED = ("seeds", "iterations", "num_groups", "group_size", "anchor_fraction", "eval_every",
+          "learning_rate", "update_epochs", "workers", "out")  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--full", action="store_true", help="the headline configuration")
     parser.add_argument(
+        "--domain",
+        choices=("ml", "robosuite"),
+        default="ml",
+        help="ml: programs on the ML task suite (default); robosuite: GRPO post-training of a "
+        "behaviour-cloned Lift policy on binary success, accounted in simulator steps",
+    )
+    parser.add_argument(
         "--executor",
         choices=("live", "replay"),
         default=BenchConfig.executor,
@@ -49,7 +67,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--world-model",
         choices=WORLD_MODELS,
         default=BenchConfig.world_model,
-        help="the default world model, or uniform random scores (the never-worse check)",
+        help="the default world model (robosuite: the dynamics ensemble with a success "
+        "predictor), or uniform random scores (the never-worse check)",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="robosuite: run nothing; write results and figures from the runs already in "
+        "--out (e.g. after running the seeds in pieces)",
+    )
+    parser.add_argument(
+        "--success-predictor",
+        choices=SUCCESS_PREDICTORS,
+        help="robosuite: a classifier on the imagined state, or the ensemble's termination head",
     )
     parser.add_argument(
         "--heldout-score",
@@ -62,13 +92,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="fused arms draw anchor groups with probability growing with the world model's std",
     )
-    parser.add_argument("--arms", nargs="+", choices=ARMS, help="arms to run (default: all)")
-    for name, (kind, text) in OVERRIDES.items():
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        choices=sorted(set(ARMS) | set(ROBOT_ARMS)),
+        help="arms to run (default: all of the domain's)",
+    )
+    for name, (kind, text) in {**OVERRIDES, **ROBOT_OVERRIDES}.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
     parser.set_defaults(func=run)
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    robot_flags = (*ROBOT_OVERRIDES, "success_predictor")
+    robot_only = [n for n in robot_flags if getattr(args, n) is not None]
+    if robot_only:
+        flags = ", ".join("--" + n.replace("_", "-") for n in robot_only)
+        raise ValueError(f"{flags} apply to --domain robosuite only")
+    if args.arms and set(args.arms) - set(ARMS):
+        raise ValueError(f"arms {sorted(set(args.arms) - set(ARMS))} are not ML bench arms")
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     for name in ("executor", "world_model", "heldout_score", "uncertainty_anchors"):
         overrides[name] = getattr(args, name)
@@ -77,7 +119,71 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return (BenchConfig.full if args.full else BenchConfig.quick)(**overrides)
 
 
+def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
+    """The robosuite bench's configuration; ML-only flags are refused."""
+    ml_only = [n for n in OVERRIDES if n not in SHARED and getattr(args, n) is not None]
+    ml_only += [n for n in ("uncertainty_anchors",) if getattr(args, n)]
+    if ml_only:
+        flags = ", ".join("--" + n.replace("_", "-") for n in ml_only)
+        raise ValueError(f"{flags} apply to the ML domain only")
+    names = (*SHARED, *ROBOT_OVERRIDES, "success_predictor")
+    overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    overrides["world_model"] = "random" if args.world_model == "random" else "dynamics"
+    if args.arms:
+        overrides["arms"] = tuple(args.arms)
+    return (RobotBenchConfig.full if args.full else RobotBenchConfig.quick)(**overrides)
+
+
+def run_robots(args: argparse.Namespace) -> int:
+    """``wmrl bench --domain robosuite``: progress lines, then the table."""
+    from wmrl_env.bench.robotics import run_robot_bench, write_report
+    from wmrl_env.bench.robotics.report import markdown
+    from wmrl_env.utils.imports import MissingDependencyError, require
+
+    try:
+        config = robot_config_from_args(args)
+        needed = ("matplotlib",) if args.report_only else ("torch", "robosuite", "matplotlib")
+        for module in needed:
+            require(module, "wmrl bench --domain robosuite")
+    except (ValueError, MissingDependencyError) as error:
+        print(f"wmrl bench: {error}", file=sys.stderr)
+        return 2
+
+    def on_step(arm: str, seed: int, record) -> None:
+        if record.true_score == record.true_score:  # evaluated this round
+            print(
+                f"  {arm} seed {seed} round {record.step}: held-out success "
+                f"{record.true_score:.3f}, {record.real_steps:,} real steps, "
+                f"{record.real_exec_seconds:.1f} sim s",
+                flush=True,
+            )
+
+    if args.report_only:
+        if not config.out:
+            print("wmrl bench: --report-only needs --out FOLDER", file=sys.stderr)
+            return 2
+        try:
+            summary, _ = write_report(Path(config.out))
+        except (ValueError, FileNotFoundError) as error:
+            print(f"wmrl bench: {error}", file=sys.stderr)
+            return 2
+        folder, seconds = Path(config.out), 0.0
+    else:
+        result = run_robot_bench(config, on_step=on_step, on_phase=lambda m: print(m, flush=True))
+        summary, folder, seconds = result.summary, result.folder, result.seconds
+    print()
+    print(markdown(summary))
+    print(
+        f"\nspeedup = real steps the real arm needed to reach its final held-out success (or "
+        f"95 % / 90 % of it) / those each arm needed to reach it and stay; "
+        f"{seconds:.0f} s; outputs in {folder}/"
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.domain == "robosuite":
+        return run_robots(args)
     from wmrl_env.bench import run_bench
     from wmrl_env.bench.live_check import markdown as live_markdown
     from wmrl_env.bench.report import markdown_table

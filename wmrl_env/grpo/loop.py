@@ -55,16 +55,17 @@ class GRPOConfig:
 
 @dataclass
 class Rollout:
-    """One round: per step, the batched observations, actions, old log-probs, active mask;
-    ``final_observations`` are those the last step returned (step ``t`` leads from
-    ``observations[t]`` to ``observations[t + 1]``, the last one to ``final_observations``)."""
+    """One round: per step, the batched observations, actions (as sampled, and as executed:
+    clipped to a Box), old log-probs, active mask, next observations, terminations, info."""
 
     observations: list[Any] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
     log_probs: list[torch.Tensor] = field(default_factory=list)
     active: list[np.ndarray] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
-    final_observations: Any = None
+    executed_actions: list[Any] = field(default_factory=list)
+    next_observations: list[Any] = field(default_factory=list)
+    terminated: list[np.ndarray] = field(default_factory=list)
 
     @property
     def final_info(self) -> dict[str, Any]:
@@ -88,9 +89,11 @@ def collect_rollout(envs: Any, policy: Policy, seed: int | None = None) -> Rollo
         rollout.log_probs.append(log_probs)
         rollout.active.append(np.asarray(info.get("active", np.ones(envs.num_envs, bool))))
         rollout.infos.append(info)
+        rollout.executed_actions.append(env_actions)
+        rollout.next_observations.append(next_observations)
+        rollout.terminated.append(np.asarray(terminated))
         observations = next_observations
         if np.all(terminated | truncated):
-            rollout.final_observations = observations
             return rollout
 
 
@@ -128,11 +131,15 @@ def train(
     config: GRPOConfig,
     true_reward: Callable[[Rollout], np.ndarray] | None = None,
     log: Callable[[dict[str, Any]], None] | None = None,
+    on_round: Callable[[Rollout], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Train ``policy`` on ``envs`` for ``config.iterations`` rounds; returns the log rows.
 
     ``true_reward(rollout)`` (optional) gives each trajectory's true reward, for logging only
-    (e.g. a synthetic task's ground truth); ``log`` receives each row as it is made.
+    (e.g. a synthetic task's ground truth); ``on_round(rollout)`` sees every round after the
+    policy update and before its row is logged (e.g. to refit a world model on the anchors'
+    real transitions, :func:`~wmrl_env.grpo.transitions.anchor_transitions`); ``log``
+    receives each row as it is made.
     """
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     history: list[dict[str, Any]] = []
@@ -149,6 +156,8 @@ def train(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
             optimizer.step()
+        if on_round is not None:
+            on_round(rollout)
         row = _log_row(iteration, rollout, float(loss.detach()), stats, true_reward)
         history.append(row)
         if log is not None:

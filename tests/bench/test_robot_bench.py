@@ -1,0 +1,164 @@
+"""``wmrl bench --domain robosuite`` end to end with real MuJoCo, CI-sized: every arm, files,
+accounting. It checks the pipeline, not its learning (two rounds of two groups of two)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pytest
+
+from wmrl_env.bench.robotics.config import ROBOT_ARMS, RobotBenchConfig
+from wmrl_env.cli import bench as bench_cli
+
+ITERATIONS, GROUPS, SIZE = 2, 2, 2
+RECIPE = {"num_episodes": 2, "noise": 0.0, "perturb_prob": 0.0, "epochs": 5, "horizon": 64}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    from wmrl_env.bench.robotics import run_robot_bench
+
+    folder = tmp_path_factory.mktemp("robot-bench")
+    config = RobotBenchConfig(
+        seeds=1, iterations=ITERATIONS, num_groups=GROUPS, group_size=SIZE, anchor_fraction=0.5,
+        eval_every=1, eval_starts=2, ensemble_size=2, hidden=16, recipe=RECIPE,
+        cache_dir=str(folder / "cache"), out=str(folder / "out"),
+    )  # fmt: skip
+    return config, run_robot_bench(config)
+
+
+@pytest.mark.robosuite
+def test_every_output_is_written(bench):
+    _, result = bench
+    for name in (
+        "config-seed0.json",
+        "runs.jsonl",
+        "seeds.jsonl",
+        "results.json",
+        "results.md",
+        "success_vs_real_steps.png",
+        "success_vs_sim_seconds.png",
+    ):
+        assert (result.folder / name).stat().st_size > 0, name
+    results = json.loads((result.folder / "results.json").read_text())
+    assert set(results["arms"]) == set(ROBOT_ARMS)
+    assert "Behaviour-cloned start" in (result.folder / "results.md").read_text()
+    seed_row = results["seeds"][0]
+    assert 0.0 <= seed_row["start_success"] <= 1.0 and seed_row["start_eval_steps"] > 0
+
+
+@pytest.mark.robosuite
+def test_accounting_is_consistent(bench):
+    _, result = bench
+    runs = {run.arm: run for run in result.runs}
+    chunk = 8  # the Lift recipe's chunk size
+    per_round = {arm: [s.n_anchor_groups for s in run.steps[1:]] for arm, run in runs.items()}
+    assert per_round["real"] == [GROUPS] * ITERATIONS  # the real arm executes every group
+    assert per_round["anchors"] == per_round["wmrl"] == per_round["ppi"] == [1] * ITERATIONS
+    assert per_round["wm"] == [0] * ITERATIONS
+    episodes = {arm: run.totals.real_executions for arm, run in runs.items()}
+    assert episodes == {"real": 8, "anchors": 4, "wmrl": 4, "ppi": 4, "wm": 0}
+    wm = runs["wm"].totals
+    assert (wm.real_steps, wm.real_exec_seconds) == (0, 0.0)
+    horizon_chunks = math.ceil(RECIPE["horizon"] / chunk)
+    for arm, run in runs.items():
+        totals = run.totals
+        assert totals.real_steps % chunk == 0
+        assert totals.real_steps <= totals.real_executions * horizon_chunks * chunk
+        if arm != "wm":
+            assert totals.real_steps >= totals.real_executions * chunk
+            assert totals.real_exec_seconds > 0
+        steps = [s.real_steps for s in run.steps]
+        assert steps == sorted(steps)  # cumulative
+        assert run.steps[-1].eval_steps > 0  # evaluation is counted, apart from training
+
+
+@pytest.mark.robosuite
+def test_metrics_are_finite(bench):
+    _, result = bench
+    start = result.runs[0].steps[0].true_score
+    for run in result.runs:
+        assert run.steps[0].true_score == start  # one base policy per seed, one start
+        assert len(run.evaluated) == ITERATIONS + 1
+        for step in run.steps[1:]:
+            assert 0.0 <= step.true_score <= 1.0
+            assert math.isfinite(step.fused_reward_mean), (run.arm, step)
+    assert math.isfinite(result.summary.start)
+
+
+@pytest.mark.robosuite
+def test_a_second_call_resumes_instead_of_rerunning(bench):
+    from wmrl_env.bench.robotics import run_robot_bench
+
+    config, result = bench
+    lines = (result.folder / "runs.jsonl").read_text().count("\n")
+    again = run_robot_bench(config)
+    assert (result.folder / "runs.jsonl").read_text().count("\n") == lines == len(ROBOT_ARMS)
+    assert again.summary.start == result.summary.start
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench_cli.register(parser.add_subparsers())
+    return parser.parse_args(["bench", *argv])
+
+
+def test_cli_builds_the_robot_config_and_keeps_the_ml_default():
+    quick = bench_cli.robot_config_from_args(_args("--domain", "robosuite", "--seeds", "4"))
+    assert quick == RobotBenchConfig.quick(seeds=4)
+    random = bench_cli.robot_config_from_args(
+        _args("--domain", "robosuite", "--full", "--world-model", "random")
+    )
+    assert random == RobotBenchConfig.full(world_model="random")
+    assert bench_cli.config_from_args(_args()) == bench_cli.BenchConfig.quick()
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (("--domain", "robosuite", "--train-tasks", "3"), "--train-tasks"),
+        (("--domain", "robosuite", "--uncertainty-anchors"), "--uncertainty-anchors"),
+        (("--eval-starts", "3"), "--eval-starts"),
+    ],
+)
+def test_cli_refuses_flags_of_the_other_domain(argv, flag):
+    args = _args(*argv)
+    build = (
+        bench_cli.robot_config_from_args
+        if args.domain == "robosuite"
+        else bench_cli.config_from_args
+    )
+    with pytest.raises(ValueError, match=flag):
+        build(args)
+
+
+def test_report_only_summarises_the_runs_in_a_folder(tmp_path, capsys):
+    from wmrl_env.bench.records import RunRecord, StepRecord
+
+    def run(arm: str, seed: int, cost: int, scores: list[float]) -> dict:
+        steps = [
+            StepRecord(i, real_steps=cost * i, real_exec_seconds=cost * i / 100, true_score=s)
+            for i, s in enumerate(scores)
+        ]
+        return RunRecord(arm, seed, steps).to_dict()
+
+    rows = [
+        run(arm, seed, cost, [0.4 + 0.1 * seed, 0.5 + 0.1 * seed + bump])
+        for seed in (0, 1)
+        for arm, cost, bump in (("real", 1000, 0.2), ("anchors", 250, 0.1))
+    ]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = _args("--domain", "robosuite", "--report-only", "--out", str(tmp_path))
+    assert bench_cli.run(args) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["start_success"] == pytest.approx(0.45)
+    assert results["improvement_over_start"]["real"]["mean"] == pytest.approx(0.3)
+    assert results["arms"]["anchors"]["real_steps"] == 250
+    assert (tmp_path / "success_vs_real_steps.png").stat().st_size > 0
+    assert "| real | 0.750" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = _args("--domain", "robosuite", "--report-only", "--out", str(empty))
+    assert bench_cli.run(args) == 2

@@ -1,0 +1,139 @@
+"""The configuration of ``wmrl bench --domain robosuite``: one dataclass, reused by the CLI.
+
+Example:
+    >>> quick = RobotBenchConfig.quick()
+    >>> quick.arms, quick.seeds
+    (('real', 'anchors', 'wm', 'wmrl', 'ppi'), 2)
+    >>> RobotBenchConfig.full().iterations > quick.iterations
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from wmrl_env.bench.config import ANCHORS_ARM
+
+ROBOT_ARMS: tuple[str, ...] = ("real", ANCHORS_ARM, "wm", "wmrl", "ppi")
+WORLD_MODELS: tuple[str, ...] = ("dynamics", "random")
+SUCCESS_PREDICTORS: tuple[str, ...] = ("classifier", "termination")
+
+
+@dataclass
+class RobotBenchConfig:
+    """What ``wmrl bench --domain robosuite`` trains and measures.
+
+    A behaviour-cloned action-chunking policy (:func:`wmrl_env.robotics.make_base_policy`, one
+    per seed) is post-trained with GRPO on binary success in robosuite ``task``: each round
+    plays ``num_groups`` groups of ``group_size`` episodes, the members of a group starting
+    from one bit-identical state. Every ``eval_every`` rounds the mean-chunk policy is scored
+    on ``eval_starts`` fixed held-out start seeds (never charged to training).
+    """
+
+    arms: tuple[str, ...] = ROBOT_ARMS
+    """"real" (every group in the simulator), "anchors" (only the fused arms' share of
+    groups, all real, no world model), "wm" (world model only), "wmrl", "ppi" (fused)"""
+    seeds: int = 4
+    """independent runs per arm (each seed its own base policy, starts and noise)"""
+    first_seed: int = 0
+    """first seed (run a bench in per-seed pieces: ``--first-seed 2 --seeds 1``)"""
+    task: str = "Lift"
+    """robosuite task with a base-policy recipe"""
+    iterations: int = 6
+    """GRPO rounds per run"""
+    num_groups: int = 4
+    """groups (start states) per round"""
+    group_size: int = 4
+    """episodes per group (same start, different sampled chunks)"""
+    anchor_fraction: float = 0.25
+    """share of groups the fused arms execute for real (at least one)"""
+    eval_every: int = 2
+    """evaluate every this many rounds (and after the last)"""
+    eval_starts: int = 12
+    """held-out start seeds of every evaluation (the same ones for every arm and round)"""
+    learning_rate: float = 5e-5
+    """Adam learning rate of the policy. Small on purpose: Adam's first steps move every
+    weight by about the learning rate, and the cloned policy's log-probability (56 action
+    dimensions at std 0.22) is sensitive: at 3e-4 one step gave an approximate KL of 3.5 and
+    clipped 96 % of the ratios (measured on training starts, seed 0)"""
+    update_epochs: int = 4
+    """gradient steps per round"""
+    world_model: Literal["dynamics", "random"] = "dynamics"
+    """"dynamics": the ensemble plus a success predictor, pretrained on the demonstrations
+    and refitted on the anchors every round; "random": random scores, nothing moves (the
+    never-worse check)"""
+    success_predictor: Literal["classifier", "termination"] = "classifier"
+    """what turns imagined states into success: a classifier on the imagined state, or the
+    ensemble's own termination head (both are measured on held-out demonstrations)"""
+    ensemble_size: int = 5
+    """members of the dynamics ensemble"""
+    hidden: int = 200
+    """width of the ensemble members' two hidden layers"""
+    workers: int = 1
+    """threads stepping the real envs of a round (1: each real chunk's seconds are its own;
+    with more, a chunk's clock also counts the time it waits for the others)"""
+    recipe: dict[str, Any] = field(default_factory=dict)
+    """changes to the task's base-policy recipe (fields of
+    :class:`wmrl_env.robotics.BasePolicyRecipe`, e.g. ``num_episodes``); none by default"""
+    cache_dir: str = "runs/base_policy"
+    """where base policies and their demonstrations are cached"""
+    out: str | None = None
+    """output folder; default runs/robot-bench-<time>"""
+
+    def __post_init__(self) -> None:
+        self.arms = tuple(self.arms)
+        unknown = set(self.arms) - set(ROBOT_ARMS)
+        if unknown or not self.arms:
+            raise ValueError(f"unknown or no arms {sorted(unknown)}; choose from {ROBOT_ARMS}")
+        for name, allowed in (
+            ("world_model", WORLD_MODELS),
+            ("success_predictor", SUCCESS_PREDICTORS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in (
+            "seeds",
+            "iterations",
+            "num_groups",
+            "group_size",
+            "eval_every",
+            "eval_starts",
+            "update_epochs",
+            "ensemble_size",
+            "hidden",
+            "workers",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.first_seed < 0:
+            raise ValueError("first_seed must be >= 0")
+        if self.group_size < 2:
+            raise ValueError("group_size must be >= 2 (GRPO compares members of a group)")
+        if not 0.0 < self.anchor_fraction <= 1.0:
+            raise ValueError("anchor_fraction must be in (0, 1]")
+        if not self.learning_rate > 0:
+            raise ValueError("learning_rate must be positive")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
+
+    @classmethod
+    def quick(cls, **overrides) -> RobotBenchConfig:
+        """A few minutes on 2 cores: 2 seeds, 2 rounds of 4 groups of 4, 8 held-out starts."""
+        settings = dict(
+            seeds=2, iterations=2, num_groups=4, group_size=4, anchor_fraction=0.25,
+            eval_every=1, eval_starts=8, ensemble_size=3, hidden=128,
+        )  # fmt: skip
+        return cls(**{**settings, **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> RobotBenchConfig:
+        """The measured configuration (docs/benchmarks.md): 4 seeds, 6 rounds of 4 x 4, one
+        anchor group a round; sized for a shared 2-core machine (about 25 min a seed)."""
+        return cls(**overrides)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

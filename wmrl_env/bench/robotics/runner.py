@@ -1,0 +1,122 @@
+"""One arm of the robot bench with one seed: GRPO on binary success, accounted in sim time.
+
+The base policy is post-trained with :func:`wmrl_env.grpo.train` on a
+:class:`~wmrl_env.WorldModelVectorEnv` of ``num_groups`` groups whose members share a
+bit-identical start (snapshots), with the arm as the fusion method (``anchors``: the fused
+arms' number of groups, all real; :func:`wmrl_env.bench.runner.groups_per_round`). After every
+round the fused arms refit their world model on the anchors' real transitions
+(:func:`~wmrl_env.grpo.transitions.anchor_transitions`). Every ``eval_every`` rounds the
+policy's mean chunks are scored on the fixed held-out starts (not charged).
+
+Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
+episode's last chunk counted whole), ``real_exec_seconds`` = the simulator's seconds of those
+chunks (the executor's clock around each real job), ``real_executions`` = real episodes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.bench.config import ANCHORS_ARM
+from wmrl_env.bench.records import RunRecord, StepRecord
+from wmrl_env.bench.robotics.config import RobotBenchConfig
+from wmrl_env.bench.robotics.evaluation import Evaluator
+from wmrl_env.bench.robotics.start import SeedStart, base_policy, make_task_env
+from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
+from wmrl_env.fusion import RewardFusion
+
+__all__ = ["real_chunks", "run_one"]
+
+FUSED = ("wmrl", "ppi")
+
+
+def real_chunks(rollout: Any) -> int:
+    """Chunks the round played in the real env: the anchors' active steps, plus the recorded
+    steps of groups replayed for real at the end (forced anchors)."""
+    played = sum(
+        int((np.asarray(a) & np.asarray(i["is_anchor"])).sum())
+        for a, i in zip(rollout.active, rollout.infos, strict=True)
+    )
+    final = rollout.final_info
+    forced = np.asarray(final["is_anchor"], bool) & ~np.asarray(rollout.infos[0]["is_anchor"])
+    return played + int(np.asarray(final["episode_length"])[forced].sum())
+
+
+def run_one(
+    config: RobotBenchConfig,
+    arm: str,
+    start: SeedStart,
+    evaluator: Evaluator,
+    start_success: float,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> RunRecord:
+    """Post-train a fresh copy of ``start``'s base policy with ``arm``; returns its record
+    (step 0 is the base policy's ``start_success``, measured once per seed)."""
+    from wmrl_env.grpo import train
+    from wmrl_env.grpo.transitions import anchor_transitions
+    from wmrl_env.wrappers import WorldModelVectorEnv
+
+    seed = start.seed
+    policy, _ = base_policy(config, seed)
+    method = "real" if arm == ANCHORS_ARM else arm
+    world_model = start.world_model(config, pretrained=method not in ("real",))
+    num_groups = groups_per_round(config, arm)
+    fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    chunk, horizon = start.chunk_size, start.horizon
+    envs = WorldModelVectorEnv(
+        lambda: make_task_env(config.task, horizon, chunk),
+        world_model,
+        num_groups,
+        config.group_size,
+        fusion=fusion,
+        executor="thread",
+        num_workers=min(config.workers, num_groups * config.group_size),
+        task="dynamics",
+        max_episode_steps=start.episode_chunks,
+    )
+    record = RunRecord(arm=arm, seed=seed)
+    record.steps.append(StepRecord(step=0, true_score=start_success))
+    totals = {"seconds": 0.0, "wm": 0.0, "episodes": 0, "steps": 0}
+    round_real = {"chunks": 0}
+    eval_steps_before = evaluator.steps
+    began = time.perf_counter()
+
+    def on_round(rollout: Any) -> None:
+        round_real["chunks"] = real_chunks(rollout)
+        if method in FUSED:
+            world_model.refit(anchor_transitions(rollout))
+
+    def log(row: dict[str, Any]) -> None:
+        totals["seconds"] += row["real_exec_seconds"]
+        totals["wm"] += row["wm_seconds"]
+        totals["episodes"] += int(row["n_anchor_groups"]) * config.group_size
+        totals["steps"] += round_real["chunks"] * chunk
+        step = row["iteration"] + 1
+        evaluated = step % config.eval_every == 0 or step == config.iterations
+        record.steps.append(
+            StepRecord(
+                step=step,
+                real_exec_seconds=totals["seconds"],
+                wall_seconds=time.perf_counter() - began,
+                wm_seconds=totals["wm"],
+                real_executions=totals["episodes"],
+                real_steps=totals["steps"],
+                true_score=evaluator.success(policy) if evaluated else math.nan,
+                eval_steps=evaluator.steps - eval_steps_before,
+                **fusion_fields(row),
+            )
+        )
+        if on_step is not None:
+            on_step(record.steps[-1])
+
+    grpo = grpo_config(config, seed)
+    try:
+        train(envs, policy, grpo, log=log, on_round=on_round)
+    finally:
+        envs.close()
+    return record
