@@ -82,7 +82,9 @@ def make_env(args: Args) -> gym.Env:
     return ActionChunking(env, args.chunk_size)
 
 
-def play_real(env: gym.Env, policy: Any, episodes: int, seed: int, sample: bool) -> dict:
+def play_real(
+    env: gym.Env, policy: Any, episodes: int, seed: int, sample: bool
+) -> tuple[Transitions, np.ndarray]:
     """Real episodes with the sampled (``sample``) or mean policy: transitions and successes."""
     rows: dict[str, list] = {key: [] for key in ("obs", "act", "next", "rew", "term")}
     successes = []
@@ -101,7 +103,7 @@ def play_real(env: gym.Env, policy: Any, episodes: int, seed: int, sample: bool)
                 rows[key].append(value)
             obs, done, success = nxt, terminated or truncated, success or reward > 0
         successes.append(success)
-    return {**{k: np.asarray(v) for k, v in rows.items()}, "success": np.asarray(successes)}
+    return Transitions(*(np.asarray(v) for v in rows.values())), np.asarray(successes)
 
 
 def refit(model: EnsembleDynamicsModel, real: Transitions) -> None:
@@ -125,8 +127,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     policy = ChunkedGaussianPolicy(backbone, instruction, seed=args.seed)
 
     # 1. a few real episodes: input normalisation for the policy, first data for the model
-    warmup = play_real(probe, policy, args.warmup_episodes, seed=10_000, sample=True)
-    backbone.set_normalisation(warmup["obs"])
+    warmup, _ = play_real(probe, policy, args.warmup_episodes, seed=10_000, sample=True)
+    backbone.set_normalisation(warmup.observations)
     model = EnsembleDynamicsModel(
         obs_dim,
         chunk * action_dim,
@@ -195,8 +197,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 **stats,
             }
             if args.eval_every and (iteration + 1) % args.eval_every == 0:
-                evaluation = play_real(probe, policy, args.eval_episodes, 20_000, sample=False)
-                row["eval_success"] = float(evaluation["success"].mean())
+                _, successes = play_real(probe, policy, args.eval_episodes, 20_000, sample=False)
+                row["eval_success"] = float(successes.mean())
             history.append(row)
             print(" ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                            for k, v in row.items()), flush=True)  # fmt: skip

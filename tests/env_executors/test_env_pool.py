@@ -66,6 +66,7 @@ def test_the_vector_env_builds_its_real_envs_once(backend) -> None:
         task="dynamics",
         max_episode_steps=3,  # shorter than the env's episodes: the round ends them
     )
+    built_per_round = []
     try:
         for round_index in range(3):
             envs.reset(seed=round_index)
@@ -74,8 +75,12 @@ def test_the_vector_env_builds_its_real_envs_once(backend) -> None:
                 _, _, terminated, truncated, info = envs.step(np.full((6, 1), 0.1, np.float32))
                 done = terminated | truncated
             assert (info["exec_status"] == "ok").all(), info["exec_message"]
-            if backend == "thread":
-                assert counting.built == 6, "one env per real member, built in the first round"
+            built_per_round.append(counting.built)
+        if backend == "thread":
+            # at most one env per real member (fewer when a job finishes before the next
+            # starts: thread timing), all built in the first round and reused after it
+            first = built_per_round[0]
+            assert 1 <= first <= 6 and built_per_round == [first] * 3, built_per_round
     finally:
         envs.close()
 
