@@ -47,6 +47,7 @@ from wmrl_env.env_executors.play import (
     env_attribute,
     no_episode_message,
     play,
+    supports_snapshots,
 )
 from wmrl_env.executors.base import ExecResult, ExecStatus
 
@@ -177,7 +178,7 @@ class EnvPool:
             return self._hand_out(live, job)
         if idle:
             victim = min(idle, key=lambda x: x.used)
-            if _can_park(victim.env):
+            if victim.env is not None and supports_snapshots(victim.env):
                 return self._hand_out(self._park(victim), job)
             if len(idle) == len(self._live):  # nothing busy: nothing will come free
                 raise _Unservable(
@@ -238,12 +239,6 @@ class EnvPool:
         for item in live:
             if item.env is not None:
                 _close_quietly(item.env)
-
-
-def _can_park(env: gym.Env | None) -> bool:
-    return env is not None and all(
-        callable(env_attribute(env, name)) for name in ("get_snapshot", "restore_snapshot")
-    )
 
 
 def _build(env_fn: EnvFactory) -> gym.Env:
