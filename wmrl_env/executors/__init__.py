@@ -16,6 +16,7 @@ from wmrl_env.executors.base import (
     Executor,
     ExecutorClosedError,
     new_job_id,
+    outcome_score,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "Executor",
     "ExecutorClosedError",
     "new_job_id",
+    "outcome_score",
 ]

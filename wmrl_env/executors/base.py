@@ -33,11 +33,25 @@ __all__ = [
     "Executor",
     "ExecutorClosedError",
     "new_job_id",
+    "outcome_score",
 ]
 
 
 class ExecStatus(str, enum.Enum):
-    """How a real execution ended. Only ``OK`` carries a trustworthy score."""
+    """How a real execution ended. Only ``OK`` carries a trustworthy score.
+
+    Two kinds of failure, and they mean different things to a learner:
+
+    - a *program failure* (``TIMEOUT``, ``OUT_OF_MEMORY``, ``CRASHED``, ``INVALID_OUTPUT``)
+      is the outcome of the action itself: the policy wrote a program that crashed. It is
+      scored as a failure (see :func:`outcome_score`), never left out;
+    - an *infrastructure failure* (``ERROR``: a dead daemon, a worker that died, a scorer bug)
+      says nothing about the action: its score is missing (NaN).
+
+    Example:
+        >>> ExecStatus.CRASHED.is_program_failure, ExecStatus.ERROR.is_program_failure
+        (True, False)
+    """
 
     OK = "ok"
     TIMEOUT = "timeout"
@@ -48,6 +62,40 @@ class ExecStatus(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def is_program_failure(self) -> bool:
+        """The action's own failure (crash, timeout, out of memory, invalid output)."""
+        return self in _PROGRAM_FAILURES
+
+    @property
+    def is_infrastructure_failure(self) -> bool:
+        """The executor's failure: the action's outcome is unknown."""
+        return self is ExecStatus.ERROR
+
+
+_PROGRAM_FAILURES = frozenset(
+    {ExecStatus.TIMEOUT, ExecStatus.OUT_OF_MEMORY, ExecStatus.CRASHED, ExecStatus.INVALID_OUTPUT}
+)
+
+
+def outcome_score(result: ExecResult, failure_score: float) -> float:
+    """The reward a real execution earns: its score when it ran, ``failure_score`` when the
+    program failed (or ran but yielded no finite score), NaN when the infrastructure failed.
+
+    Example:
+        >>> outcome_score(ExecResult("a", ExecStatus.OK, score=0.8), 0.0)
+        0.8
+        >>> outcome_score(ExecResult("b", ExecStatus.CRASHED), 0.0)
+        0.0
+        >>> outcome_score(ExecResult("c", ExecStatus.ERROR), 0.0)
+        nan
+    """
+    if result.status.is_infrastructure_failure:
+        return math.nan
+    if result.ok and math.isfinite(result.score):
+        return result.score
+    return float(failure_score)
 
 
 class ExecutorClosedError(RuntimeError):
