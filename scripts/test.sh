@@ -19,6 +19,12 @@ if [ "$#" -gt 0 ]; then
 fi
 status=0
 .venv/bin/python -m pytest --timeout=900 || status=$?
+# the local sandbox's tests again without root (jobs then keep the caller's uid)
+if [ "$(id -u)" -eq 0 ]; then
+    bash scripts/test-nonroot.sh || status=$?
+else
+    echo "scripts/test.sh: not root: the non-root sandbox pass ran as the main run itself"
+fi
 # the verl tests, against the real verl package in its own venv; a skip there is a failure
 WMRL_REQUIRED_MARKERS="$WMRL_REQUIRED_MARKERS,verl" .venv-verl/bin/python -m pytest \
     --timeout=900 tests/integrations/test_verl.py wmrl_env/integrations/verl || status=$?

@@ -6,7 +6,8 @@ that works on this machine and says which in every result's ``metadata``:
 ``bwrap``
     Debian's ``bubblewrap``: new network (only a private loopback), PID, IPC and UTS
     namespaces; a root file system holding only the OS, the interpreter and the job, read-only
-    except the work directory; the whole namespace dies with the job.
+    except the work directory and a fresh, size-limited ``/dev/shm``; the seccomp denylist
+    (:mod:`~wmrl_env.sandboxes.seccomp`); the whole namespace dies with the job.
 ``unshare``
     util-linux ``unshare``: no network and a PID namespace, but the host's file system.
 ``rlimits``
@@ -36,10 +37,22 @@ from typing import Any
 
 from wmrl_env.sandboxes.hidden_data import hidden_data_paths
 
-__all__ = ["LEVELS", "Interpreter", "Isolation", "JobCommand", "warm_server_argv"]
+__all__ = [
+    "LEVELS",
+    "SERVER_CAPABILITIES",
+    "SHM_BYTES",
+    "Interpreter",
+    "Isolation",
+    "JobCommand",
+    "warm_server_argv",
+]
 
 JOB_DIR_IN_BWRAP = "/job"
 JOBS_DIR_IN_BWRAP = "/jobs"  # the warm server's view of every job directory
+SHM_BYTES = 64 << 20  # each job's own /dev/shm (RAM outside the address-space limit)
+# what the warm server's hand-over needs: namespaces and mounts, the job's uid and gid, and
+# emptying the job's capability bounding set
+SERVER_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 # read-only system paths a Python program needs inside bwrap: the OS, the dynamic loader's
 # configuration, Debian's BLAS alternatives, users and time zone. Never /home, /root, /work.
@@ -103,6 +116,7 @@ class JobCommand:
     max_file_bytes: int
     max_open_files: int
     uid: int | None  # drop to this uid (host process is root), else keep the caller's
+    seccomp_fd: int | None = None  # bwrap installs the filter read from it (bwrap level only)
 
 
 @dataclass(frozen=True)
@@ -192,21 +206,25 @@ def _bwrap_args(command: JobCommand) -> list[str]:
     args += ["--bind", str(command.workdir), job]
     for name, source in command.inputs.items():
         args += ["--ro-bind", source, f"{job}/inputs/{name}"]
+    if command.seccomp_fd is not None:
+        args += ["--seccomp", str(command.seccomp_fd)]
     return [*args, "--chdir", job, "--remount-ro", "/"]
 
 
 def warm_server_argv(interpreter: Interpreter, jobs_dir: Path, server: list[str]) -> list[str]:
     """bwrap around the warm server (:mod:`wmrl_env.sandboxes.warm_server`): the same root as
     a cold job's, every job directory under ``/jobs`` (each job binds its own at ``/job`` and
-    unmounts ``/jobs`` in its own mount namespace), and the capabilities the server needs to
-    make each job's namespaces and drop to its uid (dropped by the job before user code).
-
-    The server stays in the host's PID namespace, so that the pids it reports can be killed
-    from the host; each job gets a PID namespace of its own.
+    covers ``/jobs`` in its own mount namespace), a PID namespace of its own (no host process
+    in sight: the host asks the server to kill a job), and only the capabilities the server
+    needs to make each job's namespaces and drop to its uid (:data:`SERVER_CAPABILITIES`,
+    dropped by the job before user code), narrowed by bwrap before Python starts.
     """
-    args = _bwrap_root(interpreter, pid_namespace=False)
+    args = _bwrap_root(interpreter, pid_namespace=True)
     args += ["--bind", str(jobs_dir), JOBS_DIR_IN_BWRAP, "--dir", JOB_DIR_IN_BWRAP]
-    args += ["--cap-add", "ALL", "--chdir", "/", "--remount-ro", "/"]
+    args += ["--cap-drop", "ALL"]
+    for capability in SERVER_CAPABILITIES:
+        args += ["--cap-add", capability]
+    args += ["--chdir", "/", "--remount-ro", "/"]
     return args + server
 
 
@@ -232,7 +250,9 @@ def _bwrap_root(interpreter: Interpreter, *, pid_namespace: bool) -> list[str]:
             args += _ro_bind_with_parents(prefix, made)
             bound.append(prefix)
     args += _hide_datasets(interpreter, bound)
-    return [*args, "--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--dir", "/tmp"]
+    args += ["--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev"]  # nothing writable in /dev but device nodes and /dev/shm
+    return [*args, "--proc", "/proc", "--perms", "0755", "--dir", "/tmp"]
 
 
 def _below(path: str, roots: list[str]) -> bool:

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -41,6 +42,7 @@ from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.sandboxes.isolation import (
     JOB_DIR_IN_BWRAP,
     LEVELS,
+    SHM_BYTES,
     Interpreter,
     Isolation,
     JobCommand,
@@ -51,11 +53,12 @@ from wmrl_env.sandboxes.outcome import ProcessOutcome, TailBuffer
 from wmrl_env.sandboxes.pool import Cancellation, JobPool, PooledSandbox
 from wmrl_env.sandboxes.processes import (
     UidLease,
+    children,
     count_tasks,
     kill_until_gone,
-    parent_pid,
     pids_where,
 )
+from wmrl_env.sandboxes.seccomp import denylist_program
 from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, WarmServerError
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
@@ -191,6 +194,7 @@ class LocalSandbox(PooledSandbox):
             "process_limit": process_limit,
             "weak_isolation": is_weak(self.isolation, self.dedicated_uid),
             "allow_weak_isolation": self.allow_weak_isolation,
+            "seccomp": "denylist" if _seccomp_for(self.isolation) else "none",
             "warm": self.warm,
         }
 
@@ -248,11 +252,11 @@ class LocalSandbox(PooledSandbox):
     def live_processes(self) -> list[int]:
         """Pids of processes still running for this sandbox's jobs (none between jobs; the
         idle warm servers are not jobs, see :meth:`warm_servers`)."""
-        servers = set(self.warm_servers())
+        servers = set(self.warm_servers())  # bwrap, its PID 1 of the server's namespace,
+        for _ in range(2):  # and the server
+            servers |= {child for pid in servers for child in children(pid)}
         return [
-            pid
-            for pid in pids_where(env=f"{_TOKEN_VARIABLE}={self._token}:")
-            if pid not in servers and parent_pid(pid) not in servers
+            pid for pid in pids_where(env=f"{_TOKEN_VARIABLE}={self._token}:") if pid not in servers
         ]
 
 
@@ -286,6 +290,7 @@ def _execute(
     try:
         uid = lease.uid if lease else None
         copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
+        seccomp = _seccomp_for(isolation)
         _prepare(workdir, job.program, inputs, copy=copy, uid=uid)
         max_processes = limits.max_processes
         if uid is None and os.geteuid() != 0 and server is not None:
@@ -328,6 +333,8 @@ def _execute(
                 "dir": workdir.name,
                 "uid": uid,
                 "env": environment,
+                "seccomp": seccomp.hex() if seccomp else None,
+                "shm_bytes": SHM_BYTES,
                 "limits": {
                     "as": command.memory_bytes + preloaded,
                     "cpu": command.cpu_seconds,
@@ -345,16 +352,22 @@ def _execute(
                 kill_the_rest=kill_the_rest,
             )
         else:
-            _run_process(
-                isolation.argv(command),
-                workdir,
-                environment,
-                outcome,
-                deadline=start + timeout_s,
-                cancellation=cancellation,
-                kill_the_rest=kill_the_rest,
-                signal_in_exit_status=isolation.pid_namespace,
-            )
+            seccomp_fd = _readable_fd(seccomp) if seccomp else None
+            try:
+                _run_process(
+                    isolation.argv(dataclasses.replace(command, seccomp_fd=seccomp_fd)),
+                    workdir,
+                    environment,
+                    outcome,
+                    deadline=start + timeout_s,
+                    cancellation=cancellation,
+                    kill_the_rest=kill_the_rest,
+                    signal_in_exit_status=isolation.pid_namespace,
+                    pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                )
+            finally:
+                if seccomp_fd is not None:
+                    os.close(seccomp_fd)
         outcome.outputs, outcome.output_problems = collect_outputs(
             workdir, job.output_files, limits.max_collect_bytes
         )
@@ -365,6 +378,28 @@ def _execute(
             lease.release()
     outcome.seconds = time.monotonic() - start
     return outcome
+
+
+@functools.lru_cache(maxsize=4)
+def _seccomp_for(isolation: Isolation) -> bytes | None:
+    """The seccomp filter for jobs at ``isolation`` (bwrap only: the other levels have no
+    tool that installs one), or None where this architecture has no syscall table."""
+    if isolation.name != "bwrap":
+        return None
+    try:
+        return denylist_program()
+    except ValueError:
+        return None
+
+
+def _readable_fd(data: bytes) -> int:
+    """A pipe's read end holding ``data`` (small: it must fit the pipe's buffer)."""
+    read, write = os.pipe()
+    try:
+        os.write(write, data)
+    finally:
+        os.close(write)
+    return read
 
 
 def _prepare(
@@ -392,6 +427,7 @@ def _run_process(
     cancellation: Cancellation,
     kill_the_rest: Callable[[], None],
     signal_in_exit_status: bool,
+    pass_fds: Sequence[int] = (),
 ) -> None:
     """Start the job, pump its output until it exits or the deadline, kill what is left."""
     process = subprocess.Popen(
@@ -402,6 +438,7 @@ def _run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        pass_fds=pass_fds,
     )
 
     def kill_group() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import select
 import signal
 import tempfile
 import time
@@ -26,8 +27,10 @@ from pathlib import Path
 
 __all__ = [
     "UidLease",
+    "child_pidfds",
     "children",
     "count_tasks",
+    "kill_pidfds",
     "kill_until_gone",
     "parent_pid",
     "pids_where",
@@ -106,16 +109,56 @@ def count_tasks(uid: int) -> int:
 
 def kill_until_gone(find: Callable[[], list[int]], timeout_s: float = 5.0) -> list[int]:
     """SIGKILL every pid ``find`` returns until it returns none (a fork bomb keeps forking
-    while it is being killed); returns the pids still alive at the deadline."""
+    while it is being killed); returns the pids still alive at the deadline.
+
+    Each process is signalled through a pidfd opened before ``find`` confirmed it a second
+    time, so a pid that was recycled in between is never hit."""
     deadline = time.monotonic() + timeout_s
     while True:
         pids = find()
         if not pids or time.monotonic() > deadline:
             return pids
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        held = _pidfds(pids)
+        try:
+            confirmed = set(find())
+            kill_pidfds([fd for pid, fd in held.items() if pid in confirmed], wait_s=0)
+        finally:
+            for fd in held.values():
+                os.close(fd)
         time.sleep(0.005)
+
+
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    held = {}
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            held[pid] = os.pidfd_open(pid)
+    return held
+
+
+def child_pidfds(parent: int) -> list[int]:
+    """Pidfds of ``parent``'s children, each confirmed a child after it was opened (the
+    caller must keep ``parent`` alive and unreaped meanwhile: then no pid can be recycled)."""
+    held = _pidfds(children(parent))
+    for pid in list(held):
+        if parent_pid(pid) != parent:
+            os.close(held.pop(pid))
+    return list(held.values())
+
+
+def kill_pidfds(pidfds: list[int], wait_s: float = 5.0) -> None:
+    """SIGKILL the processes behind ``pidfds``, wait up to ``wait_s`` for them to end, and
+    close the descriptors the caller took (:func:`child_pidfds`) when ``wait_s`` > 0."""
+    for fd in pidfds:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    if wait_s <= 0:
+        return
+    deadline = time.monotonic() + wait_s
+    for fd in pidfds:
+        with contextlib.suppress(OSError):
+            select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        os.close(fd)
 
 
 class UidLease:

@@ -5,8 +5,9 @@ scikit-learn). A :class:`WarmServer` imports them once, inside the same bubblewr
 cold job gets, and forks one fresh process per job (see
 :mod:`wmrl_env.sandboxes.warm_server` for what each fork applies). This module starts the
 server, sends it one job at a time with the job's output pipes, pumps the output, enforces
-the wall clock (killing the job's PID namespace), and notices a server that died: the job
-it ran is reported as an ``error`` and the next job starts a new server.
+the wall clock (the server kills the job, whose PID namespace dies with it: the host never
+names a pid that may have been recycled), and notices a server that died: the job it ran is
+reported as an ``error`` and the next job starts a new server.
 
 Example:
     >>> from wmrl_env.sandboxes import Job, LocalSandbox
@@ -34,7 +35,7 @@ from typing import Any
 from wmrl_env.sandboxes import warm_server
 from wmrl_env.sandboxes.isolation import Interpreter, warm_server_argv
 from wmrl_env.sandboxes.outcome import ProcessOutcome
-from wmrl_env.sandboxes.processes import children, kill_until_gone, running
+from wmrl_env.sandboxes.processes import child_pidfds, kill_pidfds
 
 __all__ = ["DEFAULT_PRELOAD", "WARM_TASKS", "WarmServer", "WarmServerError"]
 
@@ -142,12 +143,12 @@ class WarmServer:
             os.close(out_write)
             os.close(err_write)
         streams = {out_read: outcome.stdout, err_read: outcome.stderr}
-        init: list[int] = []  # the job's PID 1 (host pid), once the server says it
 
         def kill() -> None:
-            for pid in init:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)  # the kernel kills its whole namespace
+            # the server kills its own child (no host pid is named, none can be recycled);
+            # the kernel then kills the job's whole PID namespace
+            with contextlib.suppress(OSError):
+                self._control.send(json.dumps({"kill": True}).encode())
             kill_the_rest()
 
         def cancel() -> None:
@@ -176,11 +177,7 @@ class WarmServer:
                         message = self._receive(None)
                         if message is None:
                             raise WarmServerError(f"the warm server died: {self._why()}")
-                        if "init" in message:
-                            init.append(message["init"])
-                            if outcome.timed_out or outcome.cancelled:
-                                kill()
-                        else:
+                        if "status" in message:  # ({"init": pid} says it started)
                             status = message["status"]
                 kill_the_rest()
                 _drain(streams, selector, self._control.fileno())
@@ -195,12 +192,14 @@ class WarmServer:
 
     def stop(self) -> None:
         """Kill the server (its running job dies with it) and release its socket."""
-        server = children(self.process.pid)  # bwrap's child: the server, in a session of its own
+        # bwrap's child: PID 1 of the server's namespace, in a session of its own; held by a
+        # pidfd taken while bwrap (unreaped) is still its parent, so never a recycled pid
+        inner = child_pidfds(self.process.pid) if self.process.poll() is None else []
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
-        kill_until_gone(lambda: [pid for pid in server if running(pid)])
+        kill_pidfds(inner)
         self._control.close()
         self._log.close()
 

@@ -7,16 +7,25 @@ runs user code itself. Per job it forks a chain that applies, from scratch, what
 gets from bubblewrap and ``prlimit``:
 
 - ``job`` (forked from the server): new mount, PID and IPC namespaces; the job's own work
-  directory bound at ``/job``; every other job's directory (``/jobs``) covered;
+  directory bound at ``/job``; every other job's directory (``/jobs``) covered; a fresh,
+  size-limited ``/dev/shm`` and the rest of ``/dev`` read-only;
 - ``init`` (PID 1 of the new namespace): mounts the namespace's ``/proc``, starts the
   program, exits with its status; the kernel then kills every process left in the namespace;
 - ``program``: resource limits, a new session, the job's uid (all capabilities dropped, no
-  new privileges), the job's environment, streams, argv and a reseeded RNG; then ``main.py``.
+  new privileges), the seccomp denylist, the job's environment, streams, argv and a reseeded
+  RNG; then ``main.py``.
+
+The server itself holds only what this hand-over needs (bubblewrap gives it
+``CAP_SYS_ADMIN``, ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_SETPCAP``, nothing else, before
+Python starts) and lives in a PID namespace of its own: no host process is in its sight.
 
 Protocol (``SOCK_SEQPACKET``, one JSON message each): the server says ``{"ready": ...}``
 once; the host sends a request with the job's stdout and stderr pipes attached
-(``SCM_RIGHTS``); ``job`` answers ``{"init": pid}`` (the host kills that pid on timeout),
-the server ``{"status": wait status}`` when the job ended.
+(``SCM_RIGHTS``); ``job`` answers ``{"init": pid}`` (a pid in the server's namespace, for
+information), the server ``{"status": wait status}`` when the job ended and every process of
+it is gone. ``{"kill": true}`` from the host kills the running job (the server kills its own
+unreaped child, so no recycled pid can be hit; one that arrives after the job ended is
+ignored). Optional request fields: ``seccomp`` (the filter's bytes, hex), ``shm_bytes``.
 
 Example (the host side is :class:`wmrl_env.sandboxes.warm.WarmServer`):
     >>> exit_code(0), exit_code(3 << 8), exit_code(9)
@@ -30,6 +39,7 @@ import ctypes
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import sys
@@ -38,8 +48,13 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+# statvfs f_flag bits -> the mount flags a read-only remount must keep (locked in a user ns)
+_KEPT_FLAGS = {1: 1, 2: 2, 4: 4, 8: 8, 1024: 1024, 2048: 2048, 4096: 1 << 21}
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 24, 22, 38
+PR_SET_CHILD_SUBREAPER = 36
+SECCOMP_MODE_FILTER = 2
+SHM_BYTES = 64 << 20  # the default size of each job's /dev/shm
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 JOB_DIR, JOBS_DIR = "/job", "/jobs"
 LIMITS = {
@@ -60,16 +75,44 @@ def _check(result: int, what: str) -> None:
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
     encode = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, None), target)
+    args = (encode(source), encode(target), encode(fstype), flags, encode(data))
+    _check(_libc.mount(*args), target)
 
 
-def _drop_bounding_set() -> None:
-    """No capability can come back through an executed file (needs CAP_SETPCAP: first)."""
+def _remount_read_only(target: str) -> None:
+    """Make the mount at ``target`` read-only in this mount namespace (not its submounts)."""
+    kept = os.statvfs(target).f_flag
+    flags = sum(mount for bit, mount in _KEPT_FLAGS.items() if kept & bit)
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+
+
+def _fresh_dev_shm(size: int) -> None:
+    """A new, empty ``/dev/shm`` of at most ``size`` bytes for this job; the rest of ``/dev``
+    read-only (its device nodes keep their own permissions)."""
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    _remount_read_only("/dev")
+
+
+def _drop_bounding_set(keep: int = 0) -> None:
+    """No capability outside the mask ``keep`` can come back through an executed file
+    (needs CAP_SETPCAP: first)."""
     for capability in range(64):
+        if keep >> capability & 1:
+            continue
         if _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             break  # past the last capability this kernel knows (EINVAL)
+
+
+def _permitted() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapPrm:"):
+                return int(line.split()[1], 16)
+    return 0
 
 
 def _drop_capabilities() -> None:
@@ -91,6 +134,17 @@ def _die_with_parent() -> None:
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _install_seccomp(program: bytes) -> None:
+    """Install a classic-BPF seccomp filter (needs no_new_privs, set just before)."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
 def _vm_bytes() -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -109,7 +163,6 @@ def _run_program(request: dict, streams: list[int]) -> None:
     os.setsid()
     for name, value in request["limits"].items():
         resource.setrlimit(LIMITS[name], (value, value))
-    os.chdir(JOB_DIR)
     _drop_bounding_set()
     uid = request["uid"]
     if uid is not None:
@@ -117,6 +170,9 @@ def _run_program(request: dict, streams: list[int]) -> None:
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     _drop_capabilities()
+    if request.get("seccomp"):
+        _install_seccomp(bytes.fromhex(request["seccomp"]))
+    os.chdir(JOB_DIR)  # the job's uid owns it (the server may not read it: no DAC override)
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = ["main.py"]
@@ -188,12 +244,14 @@ def _job(request: dict, streams: list[int], control: socket.socket) -> None:
     """The job's own namespaces and work directory, then its PID 1."""
     try:
         _die_with_parent()
+        os.setpgid(0, 0)  # the server kills this group: this process and its PID 1
         _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount(f"{JOBS_DIR}/{request['dir']}", JOB_DIR, None, MS_BIND | MS_REC)
         # an empty read-only tmpfs over the other jobs' directories (unmounting /jobs is not
         # allowed in a user namespace: the mount is locked)
         _mount("tmpfs", JOBS_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _fresh_dev_shm(request.get("shm_bytes", SHM_BYTES))
         init = os.fork()
         if init == 0:
             control.close()
@@ -208,6 +266,7 @@ def _job(request: dict, streams: list[int], control: socket.socket) -> None:
 
 def serve(control: socket.socket, modules: list[str]) -> None:
     """Import ``modules``, say ready, then run one job per request until the socket closes."""
+    _drop_bounding_set(keep=_permitted())  # bubblewrap narrowed the other sets, not this one
     bare = _vm_bytes()
     imported, failed = [], {}
     for name in modules:
@@ -219,18 +278,55 @@ def serve(control: socket.socket, modules: list[str]) -> None:
     ready = {"ready": True, "imported": imported, "failed": failed}
     ready["preloaded_bytes"] = max(_vm_bytes() - bare, 0)
     control.send(json.dumps(ready).encode())
+    # orphans of a killed job (its PID 1) come back to the server, which reaps them
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
     while True:
         message, streams, _, _ = socket.recv_fds(control, 1 << 20, 2)
         if not message:
             return
         request = json.loads(message)
+        if request.get("kill"):
+            continue  # for a job that has already ended
         pid = os.fork()
         if pid == 0:
             _job(request, streams, control)
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # also done by the job: whichever runs first
         for fd in streams:
             os.close(fd)
+        if not _wait_or_kill(pid, control):
+            return
         _, status = os.waitpid(pid, 0)
+        _reap_all()
         control.send(json.dumps({"status": status}).encode())
+
+
+def _wait_or_kill(pid: int, control: socket.socket) -> bool:
+    """Wait until the job ``pid`` ends, killing it when the host says so; False (after
+    killing it) when the host is gone."""
+    ended = os.pidfd_open(pid)
+    try:
+        while True:
+            readable, _, _ = select.select([ended, control], [], [])
+            if ended in readable:
+                return True
+            message = control.recv(1 << 16)
+            if not message or json.loads(message).get("kill"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)  # an unreaped child: never a recycled pid
+            if not message:
+                os.waitpid(pid, 0)
+                _reap_all()
+                return False
+    finally:
+        os.close(ended)
+
+
+def _reap_all() -> None:
+    """Wait for every remaining child (a killed job's PID 1: its namespace dies with it)."""
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.waitpid(-1, 0)
 
 
 if __name__ == "__main__":

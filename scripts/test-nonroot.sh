@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The local sandbox's tests again as an unprivileged user: CI runs as root, where the sandbox
+# gives every job a uid of its own; without root, bubblewrap runs in a user namespace and
+# jobs keep the caller's uid, which is where a writable /dev or a shared /dev/shm would show.
+#
+#   bash scripts/test-nonroot.sh                # as root: creates the user wmrl-test
+#   bash scripts/test-nonroot.sh -k warm        # extra arguments go to pytest
+#
+# The interpreter may live under root's home (pyenv: /root is 0700); the user then sees it
+# in a private mount namespace (an empty /root holding only the interpreter), nothing else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+user=wmrl-test
+python=${WMRL_PYTHON:-.venv/bin/python}
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test-nonroot.sh: run it as root (it switches to the user $user)" >&2
+    exit 2
+fi
+id -u "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+base=$("$python" -c 'import os, sys; print(os.path.realpath(sys.base_prefix))')
+tests=(tests/sandboxes/test_least_privilege.py tests/sandboxes/test_hostile_programs.py
+       tests/sandboxes/test_warm_pool.py tests/sandboxes/test_local_sandbox.py)
+exec unshare --mount --propagation private -- /bin/sh -eu -c '
+    base=$1; user=$2; python=$3; shift 3
+    case "$base" in
+        /root/*)
+            keep=$(mktemp -d)
+            mount --rbind "$base" "$keep"
+            mount -t tmpfs -o mode=0755,size=1m tmpfs /root
+            mkdir -p "$base"
+            mount --rbind "$keep" "$base"
+            ;;
+    esac
+    exec runuser -u "$user" -- env HOME=/tmp PATH=/usr/local/bin:/usr/bin:/bin \
+        HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WMRL_NONROOT_PASS=1 \
+        "$python" -m pytest -p no:cacheprovider --timeout=900 -m "not docker and not ray" "$@"
+' sh "$base" "$user" "$python" "${tests[@]}" "$@"

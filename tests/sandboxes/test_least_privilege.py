@@ -1,0 +1,235 @@
+"""Least privilege in the local sandbox: what a job (and the warm server's preload) may do.
+
+- The warm server holds only the hand-over's capabilities, from before its first import, and
+  sees no host process.
+- A job cannot make namespaces, open an io_uring or use the other calls of the seccomp
+  denylist, cold or warm.
+- ``/dev`` holds nothing writable but device nodes and the job's own, fresh ``/dev/shm``;
+  nothing one job writes there is seen by the next.
+- Killing never names a pid that may have been recycled.
+
+These run as whoever runs pytest; ``scripts/test-nonroot.sh`` (called by ``scripts/test.sh``)
+runs them again as an unprivileged user, where jobs keep the caller's uid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wmrl_env.sandboxes import Job, LocalSandbox
+from wmrl_env.sandboxes.isolation import SERVER_CAPABILITIES, Interpreter
+from wmrl_env.sandboxes.processes import kill_until_gone
+from wmrl_env.sandboxes.seccomp import DENIED, SYSCALLS, denylist_program
+from wmrl_env.sandboxes.warm import WarmServer
+
+# linux/capability.h
+CAPABILITY_BITS = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_SYS_ADMIN": 21}
+
+SPY = """
+import json, os
+report = {"status": {}, "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
+for line in open("/proc/self/status"):
+    name, _, value = line.partition(":")
+    if name.startswith("Cap"):
+        report["status"][name] = int(value, 16)
+try:
+    report["pid1"] = open("/proc/1/cmdline", "rb").read().decode(errors="replace")
+except OSError as error:
+    report["pid1"] = repr(error)
+json.dump(report, open("/jobs/spy.json", "w"))
+"""
+
+
+def test_the_warm_preload_holds_only_the_hand_over_capabilities(tmp_path) -> None:
+    """A module the server imports (a compromised wheel) sees at import time: capabilities
+    within the four the hand-over needs, and its own PID namespace, not the host's."""
+    (tmp_path / "wmrl_spy.py").write_text(SPY)
+    tmp_path.chmod(0o755)
+    interpreter = Interpreter.inspect(sys.executable)
+    environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/jobs", "LANG": "C.UTF-8"}
+    server = WarmServer(interpreter, tmp_path, environment, ("wmrl_spy",))
+    try:
+        ready = server.ready()
+    finally:
+        server.stop()
+    assert ready["imported"] == ["wmrl_spy"], ready
+    report = json.loads((tmp_path / "spy.json").read_text())
+    allowed = sum(1 << CAPABILITY_BITS[name] for name in SERVER_CAPABILITIES)
+    assert set(SERVER_CAPABILITIES) <= set(CAPABILITY_BITS)
+    for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        held = report["status"][field]
+        assert held & ~allowed == 0, f"{field} = {held:#x} holds more than {allowed:#x}"
+    host_init = Path("/proc/1/cmdline").read_bytes().decode(errors="replace")
+    assert report["pid1"] != host_init, report["pid1"]
+    assert "bwrap" in report["pid1"]  # PID 1 of its namespace is bubblewrap's
+    assert len(report["pids"]) <= 3, report["pids"]  # bwrap, the server: no host process
+
+
+PRIVILEGED_CALLS = r"""
+import ctypes, errno, json, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def call(*args):
+    result = libc.syscall(*args)
+    return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+
+seen = {
+    "unshare(CLONE_NEWUSER)": "ok" if libc.unshare(0x10000000) == 0
+                              else errno.errorcode[ctypes.get_errno()],
+    "io_uring_setup": call(NUMBERS["io_uring_setup"], 4, ctypes.create_string_buffer(120)),
+    "keyctl": call(NUMBERS["keyctl"], 0, -3, 0),
+    "bpf": call(NUMBERS["bpf"], 0, 0, 0),
+    "perf_event_open": call(NUMBERS["perf_event_open"], 0, 0, -1, -1, 0),
+    "personality(READ_IMPLIES_EXEC)": call(NUMBERS["personality"], 0x0400000),
+}
+child = libc.syscall(NUMBERS["clone"], 0x10000000 | 17, 0, 0, 0, 0)  # CLONE_NEWUSER | SIGCHLD
+if child == 0:  # the filter let it through: the copy leaves at once
+    os._exit(0)
+if child > 0:
+    os.waitpid(child, 0)
+seen["clone(CLONE_NEWUSER)"] = "ok" if child > 0 else errno.errorcode[ctypes.get_errno()]
+thread = threading.Thread(target=lambda: None)
+thread.start()
+thread.join()
+seen["thread"] = "ok"
+out = subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True, text=True)
+seen["subprocess"] = out.stdout.strip()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+seen["fork"] = "ok" if os.waitpid(pid, 0)[0] == pid else "?"
+json.dump(seen, open("seen.json", "w"))
+"""
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_the_seccomp_denylist_refuses_namespaces_and_io_uring(warm) -> None:
+    numbers = {
+        name: table[os.uname().machine]
+        for name, table in SYSCALLS.items()
+        if os.uname().machine in table
+    }
+    program = f"NUMBERS = {numbers!r}\n" + PRIVILEGED_CALLS
+    with LocalSandbox(timeout_s=30, memory_mb=512, warm=warm, preload=()) as sandbox:
+        [result] = sandbox.run([Job(program, output_files=("seen.json",))])
+    assert result.ok, result
+    assert result.metadata["seccomp"] == "denylist"
+    seen = json.loads(result.outputs["seen.json"])
+    for call in (
+        "unshare(CLONE_NEWUSER)",
+        "io_uring_setup",
+        "keyctl",
+        "bpf",
+        "perf_event_open",
+        "clone(CLONE_NEWUSER)",
+        "personality(READ_IMPLIES_EXEC)",
+    ):
+        assert seen[call] == "EPERM", (call, seen)
+    # what ordinary programs do still works
+    assert seen["thread"] == "ok" and seen["subprocess"] == "child", seen
+    assert seen["fork"] == "ok", seen
+
+
+DEV_LOOK = r"""
+import json, os, stat
+found = {"writable": [], "shm": sorted(os.listdir("/dev/shm"))}
+for root, dirs, files in os.walk("/dev"):
+    for name in dirs + files:
+        path = os.path.join(root, name)
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode) or stat.S_ISCHR(mode):
+            continue  # links into /proc/self; device nodes (null, zero, tty, ...)
+        if stat.S_ISDIR(mode):  # writable: a file can be made in it
+            try:
+                os.close(os.open(os.path.join(path, ".probe"), os.O_CREAT | os.O_WRONLY))
+                os.unlink(os.path.join(path, ".probe"))
+                found["writable"].append(path)
+            except OSError:
+                pass
+        elif os.access(path, os.W_OK):
+            found["writable"].append(path)
+try:
+    open("/dev/planted", "w").write("x")
+    found["planted"] = True
+except OSError:
+    found["planted"] = False
+statvfs = os.statvfs("/dev/shm")
+found["shm_bytes"] = statvfs.f_blocks * statvfs.f_frsize
+with open("/dev/shm/left-by-" + os.environ["WHO"], "w") as left:
+    left.write("a message to the next job")
+json.dump(found, open("dev.json", "w"))
+"""
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_dev_holds_nothing_writable_but_the_jobs_own_fresh_shm(warm) -> None:
+    def job(who: str) -> Job:
+        return Job(
+            f"import os\nos.environ['WHO'] = {who!r}\n" + DEV_LOOK, output_files=("dev.json",)
+        )
+
+    with LocalSandbox(timeout_s=30, memory_mb=512, warm=warm, preload=(), max_workers=1) as sb:
+        first, second = sb.run([job("first"), job("second")])
+    assert first.ok and second.ok, (first, second)
+    for result in (first, second):
+        found = json.loads(result.outputs["dev.json"])
+        assert found["writable"] == ["/dev/shm"], found
+        assert found["planted"] is False
+        assert 0 < found["shm_bytes"] <= 64 << 20, found
+    assert json.loads(second.outputs["dev.json"])["shm"] == []  # nothing of the first job
+
+
+def test_kill_until_gone_spares_a_pid_that_no_longer_matches() -> None:
+    """A pid found once but not confirmed (its process ended, the number was recycled) is
+    not killed."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    answers = [[bystander.pid], []]  # found, then gone from the job's processes
+    try:
+        kill_until_gone(lambda: answers.pop(0) if answers else [])
+        assert bystander.poll() is None, "a process that was not the job's was killed"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_the_syscall_table_matches_the_kernel_headers() -> None:
+    headers = {
+        "x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+        "aarch64": Path("/usr/include/asm-generic/unistd.h"),
+    }
+    present = {arch: path for arch, path in headers.items() if path.exists()}
+    if not present:
+        pytest.skip("no kernel headers (linux-libc-dev) to check the syscall table against")
+    for arch, path in present.items():
+        defined = {
+            name: int(number)
+            for name, number in re.findall(r"#define __NR(?:3264)?_(\w+)\s+(\d+)", path.read_text())
+        }
+        for name, table in SYSCALLS.items():
+            if arch in table and name in defined:
+                assert table[arch] == defined[name], (arch, name, table[arch], defined[name])
+        assert {n for n, t in SYSCALLS.items() if arch in t} <= defined.keys() | {"_sysctl"}
+
+
+def test_the_filter_is_well_formed_for_both_architectures() -> None:
+    for machine in ("x86_64", "aarch64"):
+        program = denylist_program(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 <= 4096
+    assert {"unshare", "setns", "io_uring_setup", "keyctl", "bpf", "ptrace"} <= DENIED
+    with pytest.raises(ValueError, match="riscv64"):
+        denylist_program("riscv64")
+
+
+def test_the_non_root_pass_is_not_root() -> None:
+    """scripts/test-nonroot.sh sets WMRL_NONROOT_PASS: then the tests above ran without root."""
+    if not os.environ.get("WMRL_NONROOT_PASS"):
+        pytest.skip("only meaningful in the non-root pass (scripts/test-nonroot.sh)")
+    assert os.geteuid() != 0 and os.getuid() != 0
