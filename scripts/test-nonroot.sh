@@ -17,21 +17,30 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 id -u "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+# what the user must reach: the interpreter, the venv, this checkout
 base=$("$python" -c 'import os, sys; print(os.path.realpath(sys.base_prefix))')
+venv=$("$python" -c 'import os, sys; print(os.path.realpath(sys.prefix))')
 tests=(tests/sandboxes/test_least_privilege.py tests/sandboxes/test_hostile_programs.py
        tests/sandboxes/test_warm_pool.py tests/sandboxes/test_local_sandbox.py)
-exec unshare --mount --propagation private -- /bin/sh -eu -c '
-    base=$1; user=$2; python=$3; shift 3
-    case "$base" in
-        /root/*)
-            keep=$(mktemp -d)
-            mount --rbind "$base" "$keep"
-            mount -t tmpfs -o mode=0755,size=1m tmpfs /root
-            mkdir -p "$base"
-            mount --rbind "$keep" "$base"
-            ;;
-    esac
+BASE=$base VENV=$venv exec unshare --mount --propagation private -- /bin/sh -eu -c '
+    user=$1; python=$2; shift 2
+    hidden=""
+    for path in "$BASE" "$VENV" "$PWD"; do
+        case "$path" in /root/*) hidden="$hidden $path" ;; esac
+    done
+    if [ -n "$hidden" ]; then  # /root is 0700: an empty /root holding only these
+        keep=$(mktemp -d)
+        for path in $hidden; do
+            mkdir -p "$keep$path"
+            mount --rbind "$path" "$keep$path"
+        done
+        mount -t tmpfs -o mode=0755,size=1m tmpfs /root
+        for path in $hidden; do
+            mkdir -p "$path"
+            mount --rbind "$keep$path" "$path"
+        done
+    fi
     exec runuser -u "$user" -- env HOME=/tmp PATH=/usr/local/bin:/usr/bin:/bin \
-        HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WMRL_NONROOT_PASS=1 \
+        HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1 WMRL_NONROOT_PASS=1 \
         "$python" -m pytest -p no:cacheprovider --timeout=900 -m "not docker and not ray" "$@"
-' sh "$base" "$user" "$python" "${tests[@]}" "$@"
+' sh "$user" "$python" "${tests[@]}" "$@"

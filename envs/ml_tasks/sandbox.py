@@ -15,7 +15,13 @@ from typing import Any
 
 from .tasks import DEFAULT_TIMEOUT_S
 
-__all__ = ["ALLOW_WEAK_VARIABLE", "SANDBOX_ENV", "SANDBOX_MEMORY_MB", "default_sandbox"]
+__all__ = [
+    "ALLOW_WEAK_VARIABLE",
+    "SANDBOX_ENV",
+    "SANDBOX_MEMORY_MB",
+    "default_sandbox",
+    "weak_isolation_allowed",
+]
 
 SANDBOX_MEMORY_MB = 2048
 ALLOW_WEAK_VARIABLE = "WMRL_ALLOW_WEAK_ISOLATION"
@@ -27,27 +33,43 @@ def default_sandbox(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     *,
     warm: bool = False,
-    allow_weak_isolation: bool | None = None,
+    allow_weak_isolation: bool = False,
+    suite_programs: bool = False,
 ) -> Any:
     """A :class:`~wmrl_env.sandboxes.LocalSandbox` configured for ML tasks.
 
     Args:
         warm: run on the warm pool (see :mod:`wmrl_env.sandboxes.warm`).
         allow_weak_isolation: run under resource limits only where bubblewrap cannot work
-            (see :class:`~wmrl_env.sandboxes.LocalSandbox`): for the suite's own programs,
-            never for untrusted ones. ``None`` reads ``$WMRL_ALLOW_WEAK_ISOLATION`` (``1``
-            opts in; ``scripts/bench.sh`` sets it, since the bench runs only the suite's
-            programs).
+            (see :class:`~wmrl_env.sandboxes.LocalSandbox`): the only opt-in that covers
+            arbitrary programs (``MLTaskEnv``'s text actions), and only passed in code.
+        suite_programs: the caller runs only the suite's own structured programs
+            (:func:`~wmrl_env.envs.ml_tasks.programs.render_program`): then
+            ``$WMRL_ALLOW_WEAK_ISOLATION=1`` opts in as well (``scripts/bench.sh`` sets it).
+            Never for programs a policy or a user wrote.
     """
     from wmrl_env.sandboxes import LocalSandbox
 
-    if allow_weak_isolation is None:
-        allow_weak_isolation = os.environ.get(ALLOW_WEAK_VARIABLE, "") in ("1", "true", "yes")
     return LocalSandbox(
         timeout_s=timeout_s,
         memory_mb=SANDBOX_MEMORY_MB,
         max_workers=max_workers,
         env=SANDBOX_ENV,
         warm=warm,
-        allow_weak_isolation=allow_weak_isolation,
+        allow_weak_isolation=weak_isolation_allowed(allow_weak_isolation, suite_programs),
     )
+
+
+def weak_isolation_allowed(allow_weak_isolation: bool, suite_programs: bool) -> bool:
+    """The code's opt-in, or, for the suite's own programs only, the environment's.
+
+    >>> import os
+    >>> os.environ[ALLOW_WEAK_VARIABLE] = "1"
+    >>> weak_isolation_allowed(allow_weak_isolation=False, suite_programs=False)
+    False
+    >>> weak_isolation_allowed(allow_weak_isolation=False, suite_programs=True)
+    True
+    >>> del os.environ[ALLOW_WEAK_VARIABLE]
+    """
+    from_environment = os.environ.get(ALLOW_WEAK_VARIABLE, "") in ("1", "true", "yes")
+    return allow_weak_isolation or (suite_programs and from_environment)

@@ -49,7 +49,7 @@ def live_check(programs: Mapping[str, str], workers: int = 2) -> list[LiveCheck]
     if not programs:
         return []
     table = load_table()
-    sandbox = default_sandbox(max_workers=workers)
+    sandbox = default_sandbox(max_workers=workers, suite_programs=True)
     env = MLTaskEnv(tasks=list(programs), executor=sandbox, action_mode="structured")
     try:
         jobs = [env.make_job(ProgramSpec.from_id(p), task_id=t) for t, p in programs.items()]

@@ -46,7 +46,7 @@ def real_executor(config: BenchConfig) -> Iterator[Any]:
         from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
         from wmrl_env.sandboxes.cache import CachedExecutor
 
-        sandbox = default_sandbox(max_workers=config.workers)
+        sandbox = default_sandbox(max_workers=config.workers, suite_programs=True)
         Path(config.cache_dir).mkdir(parents=True, exist_ok=True)
         executor = CachedExecutor(sandbox, config.cache_dir, charge_hits=True)
     try:

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         tasks = None
     build_table(
-        executor=default_sandbox(max_workers=args.workers, warm=not args.cold),
+        executor=default_sandbox(max_workers=args.workers, warm=not args.cold, suite_programs=True),
         log_path=args.log,
         out_path=args.out or table_path(),
         command="wmrl " + shlex.join(sys.argv[1:]) if sys.argv[1:] else "wmrl build-tables",
