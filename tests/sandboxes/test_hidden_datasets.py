@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from wmrl_env.envs.ml_tasks.programs import ProgramSpec, render_program
 from wmrl_env.envs.ml_tasks.registry import get_task
 from wmrl_env.envs.ml_tasks.scoring import PREDICTIONS_FILE
 from wmrl_env.sandboxes import Job, LocalSandbox
+from wmrl_env.sandboxes.hidden_data import is_allowed_data_file
 
 TASKS = ("wine", "diabetes", "anes96", "engel")  # held-out tasks: scikit-learn's, statsmodels'
 HONEST = "standardize-forest-mid"
@@ -120,6 +122,55 @@ FIND_DATA_FILES = textwrap.dedent(
 )
 
 
+# every data-like file a job can read, regular or inside a zip/wheel: tables, pickles, arrays,
+# JSON over 100 kB, each also compressed; names only are checked before a stat or an open
+FIND_ANY_DATA = textwrap.dedent(
+    """
+    import json, os, zipfile
+    DATA = (".csv", ".tsv", ".parquet", ".feather", ".rda", ".rds", ".rdata", ".pkl",
+            ".pickle", ".joblib", ".npz", ".npy", ".arff", ".dta", ".sav", ".xls", ".xlsx",
+            ".json")
+    PACKED = (".gz", ".bz2", ".xz", ".lzma", ".zst", ".z")
+    ARCHIVES = (".zip", ".whl", ".egg", ".jar")
+    BIG_JSON = 100_000
+
+    def data_like(name, size):
+        stem = name.lower()
+        for packing in PACKED:
+            if stem.endswith(packing):
+                stem = stem[: -len(packing)]
+        if stem.endswith(".json"):
+            return size() > BIG_JSON
+        return stem.endswith(DATA)
+
+    def readable(path):
+        try:
+            with open(path, "rb") as file:
+                file.read(1)
+            return True
+        except OSError:
+            return False
+
+    found, archives = [], 0
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+        for name in files:
+            path = os.path.join(root, name)
+            if data_like(name, lambda: os.path.getsize(path)) and readable(path):
+                found.append(path)
+            elif name.lower().endswith(ARCHIVES) and readable(path):
+                archives += 1
+                try:
+                    with zipfile.ZipFile(path) as archive:
+                        found += [f"{path}!{m.filename}" for m in archive.infolist()
+                                  if data_like(m.filename, lambda m=m: m.file_size)]
+                except (OSError, zipfile.BadZipFile) as error:
+                    found.append(f"{path}!?{type(error).__name__}")
+    json.dump({"found": found, "archives": archives}, open("found.json", "w"))
+    """
+)
+
+
 def exploit_job(task_id: str, data_root) -> Job:
     job = get_task(task_id).make_job(EXPLOIT, data_root=data_root)
     return dataclasses.replace(job, output_files=(PREDICTIONS_FILE, "report.json"), timeout_s=120)
@@ -185,3 +236,37 @@ def test_the_exploit_does_load_the_sources_outside_a_sandbox(tmp_path) -> None:
     )
     report = json.loads((tmp_path / "job" / "report.json").read_text())
     assert {"load_wine", "load_diabetes", "anes96", "engel"} <= set(report["loaded"]), report
+
+
+@pytest.mark.slow
+def test_no_data_file_is_readable_outside_the_allowlist() -> None:
+    """The allowlist check that keeps the denylist mounts honest as packages change: a walk
+    of every file a job can read finds no data-like file that ALLOWED_DATA_FILES does not
+    list (a package bundling a task's source would show up here)."""
+    walk = Job(FIND_ANY_DATA, output_files=("found.json",), timeout_s=600)
+    with LocalSandbox(timeout_s=600, memory_mb=1024) as sandbox:
+        [result] = sandbox.run([walk])
+    assert result.ok, result
+    report = json.loads(result.outputs["found.json"])
+    outside = [path for path in report["found"] if not is_allowed_data_file(path)]
+    assert outside == [], f"{len(outside)} data-like files readable in the sandbox: {outside}"
+
+
+def test_the_walk_finds_data_files_where_they_are_readable(tmp_path) -> None:
+    """The control: the same walk, run on a directory of planted files, finds each kind."""
+    import zipfile
+
+    planted = ["a.csv", "b.tsv.gz", "c.parquet", "d.pkl", "e.npz", "f.arff", "g.rds.bz2"]
+    for name in planted:
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "big.json").write_text("[" + "0," * 60_000 + "0]")
+    (tmp_path / "small.json").write_text("{}")
+    (tmp_path / "code.py").write_text("pass")
+    with zipfile.ZipFile(tmp_path / "pkg.whl", "w") as wheel:
+        wheel.writestr("pkg/data/iris.csv", "1,2")
+        wheel.writestr("pkg/__init__.py", "")
+    program = FIND_ANY_DATA.replace('os.walk("/")', f"os.walk({str(tmp_path)!r})")
+    subprocess.run([sys.executable, "-c", program], cwd=tmp_path, check=True)
+    found = json.loads((tmp_path / "found.json").read_text())["found"]
+    expected = [*planted, "big.json", "pkg.whl!pkg/data/iris.csv"]
+    assert sorted(os.path.relpath(p, tmp_path) for p in found) == sorted(expected)
