@@ -225,8 +225,10 @@ def test_the_task_suite_sandbox_opts_in_only_when_told(monkeypatch) -> None:
     with pytest.raises(SandboxUnavailableError, match="refuses"):
         default_sandbox(max_workers=1)
     monkeypatch.setenv(ALLOW_WEAK_VARIABLE, "1")  # what scripts/bench.sh sets
+    with pytest.raises(SandboxUnavailableError, match="refuses"):
+        default_sandbox(max_workers=1)  # arbitrary programs: the variable does not cover them
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = default_sandbox(max_workers=1)
+        sandbox = default_sandbox(max_workers=1, suite_programs=True)
     with sandbox:
         assert sandbox.metadata["weak_isolation"] is True
