@@ -295,7 +295,7 @@ def _execute(
         max_processes = limits.max_processes
         if uid is None and os.geteuid() != 0 and server is not None:
             # inside the server's user namespace RLIMIT_NPROC counts that namespace's tasks:
-            # the server and the job's two forks before the program
+            # bwrap's PID 1, the server and the job's two forks before the program
             max_processes += WARM_TASKS
         elif uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all the user's tasks
             max_processes += count_tasks(os.getuid())

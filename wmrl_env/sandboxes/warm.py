@@ -56,7 +56,7 @@ DEFAULT_PRELOAD = (
     "sklearn.model_selection",
     "sklearn.metrics",
 )
-WARM_TASKS = 3  # the server, and the job's fork and PID 1 before the program
+WARM_TASKS = 4  # bwrap's PID 1, the server, and the job's fork and PID 1 before the program
 _READY_TIMEOUT_S = 300.0  # importing scikit-learn takes seconds, more on a loaded machine
 _STATUS_GRACE_S = 10.0  # after a kill, how long the server may take to report the status
 _DRAIN_SECONDS = 2.0
