@@ -233,3 +233,19 @@ def test_the_non_root_pass_is_not_root() -> None:
     if not os.environ.get("WMRL_NONROOT_PASS"):
         pytest.skip("only meaningful in the non-root pass (scripts/test-nonroot.sh)")
     assert os.geteuid() != 0 and os.getuid() != 0
+
+
+def test_child_pidfds_hold_the_children_and_kill_them() -> None:
+    """The warm server's bwrap is stopped through pidfds of its children, taken while it is
+    their unreaped parent; here this process is the parent."""
+    from wmrl_env.sandboxes.processes import child_pidfds, kill_pidfds
+
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        held = child_pidfds(os.getpid())
+        assert len(held) == 1
+        kill_pidfds(held)
+        assert child.wait(timeout=5) == -9
+    finally:
+        child.kill()
+        child.wait()

@@ -121,7 +121,8 @@ class LocalSandbox(PooledSandbox):
 
     Every result's ``metadata`` says what was applied: ``isolation``, ``network``
     (``"none"`` or ``"host"``), ``filesystem`` (``"private"`` or ``"host"``), ``uid``
-    (``"dedicated"`` or ``"caller"``), ``process_limit`` and ``warm``.
+    (``"dedicated"`` or ``"caller"``), ``process_limit``, ``seccomp`` (``"denylist"``
+    at the bwrap level, see :mod:`~wmrl_env.sandboxes.seccomp`; else ``"none"``) and ``warm``.
     """
 
     def __init__(
