@@ -60,9 +60,9 @@ from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, War
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
     collect_outputs,
-    copy_inputs,
     job_environment,
     owned_temp_dir,
+    prepare_workdir,
     remove_stale_temp_dirs,
     remove_tree,
 )
@@ -286,7 +286,7 @@ def _execute(
     try:
         uid = lease.uid if lease else None
         copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
-        _prepare(workdir, job.program, inputs, copy=copy, uid=uid)
+        prepare_workdir(workdir, job.program, inputs, copy=copy, uid=uid)
         max_processes = limits.max_processes
         if uid is None and os.geteuid() != 0 and server is not None:
             # inside the server's user namespace RLIMIT_NPROC counts that namespace's tasks:
@@ -365,21 +365,6 @@ def _execute(
             lease.release()
     outcome.seconds = time.monotonic() - start
     return outcome
-
-
-def _prepare(
-    workdir: Path, program: str, inputs: Mapping[str, str], *, copy: bool, uid: int | None
-) -> None:
-    (workdir / "main.py").write_text(program, encoding="utf-8")
-    (workdir / ".tmp").mkdir()
-    if copy:
-        copy_inputs(inputs, workdir / "inputs")
-    else:
-        (workdir / "inputs").mkdir()  # bwrap binds each input read-only below it
-    if uid is not None:
-        for path in (workdir, workdir / ".tmp"):
-            os.chown(path, uid, uid)
-    workdir.chmod(0o700)
 
 
 def _run_process(

@@ -146,8 +146,7 @@ class WarmServer:
 
         def kill() -> None:
             for pid in init:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)  # the kernel kills its whole namespace
+                self._kill_job(pid)
             kill_the_rest()
 
         def cancel() -> None:
@@ -203,6 +202,12 @@ class WarmServer:
         kill_until_gone(lambda: [pid for pid in server if running(pid)])
         self._control.close()
         self._log.close()
+
+    def _kill_job(self, pid: int) -> None:
+        """SIGKILL the job's PID 1 (as the server reported it); the kernel kills its whole
+        namespace."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
     def _receive(self, deadline: float | None) -> dict[str, Any] | None:
         """The next message, or None when the server is gone (or the deadline passed)."""
