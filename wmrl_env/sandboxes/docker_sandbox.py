@@ -44,7 +44,7 @@ from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes.image import default_image
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
-from wmrl_env.sandboxes.outcome import ProcessOutcome, TailBuffer
+from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.pool import Cancellation, JobPool, PooledSandbox
 from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD
 from wmrl_env.sandboxes.workdir import (
@@ -296,12 +296,7 @@ class DockerSandbox(PooledSandbox):
             return self._warm_pool.run(job, cancellation)
         start = time.monotonic()
         timeout_s = self.limits.timeout_for(job.timeout_s)
-        outcome = ProcessOutcome(
-            timeout_s=timeout_s,
-            memory_mb=self.limits.memory_mb,
-            stdout=TailBuffer(self.limits.max_output_bytes),
-            stderr=TailBuffer(self.limits.max_output_bytes),
-        )
+        outcome = ProcessOutcome.under(self.limits, timeout_s)
         # the root file system is read-only, so the engine refuses to copy files in: the
         # program is bind-mounted read-only from a host directory of its own instead
         source = owned_temp_dir(_SOURCE_PREFIX)

@@ -38,17 +38,18 @@ import struct
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.executors.base import ExecResult, ExecStatus
+from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes import docker_warm_init, warm_server
 from wmrl_env.sandboxes.docker_sandbox import JOB_DIR, check_engine, oom_killed
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
-from wmrl_env.sandboxes.outcome import ProcessOutcome, TailBuffer
+from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.pool import Cancellation
-from wmrl_env.sandboxes.warm import WarmServer, WarmServerError
+from wmrl_env.sandboxes.warm import WarmServer, WarmServerError, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
     collect_outputs,
@@ -60,7 +61,13 @@ from wmrl_env.sandboxes.workdir import (
 )
 from wmrl_env.utils.imports import require
 
-__all__ = ["IMPORT_ALLOWANCE_MB", "WARM_CAPABILITIES", "DockerWarmPool", "DockerWarmServer"]
+__all__ = [
+    "IMPORT_ALLOWANCE_MB",
+    "WARM_CAPABILITIES",
+    "DockerWarmPool",
+    "DockerWarmServer",
+    "WarmContainerSpec",
+]
 
 # making each job's namespaces and mounts; its uid and groups; emptying its bounding set
 WARM_CAPABILITIES = ("SYS_ADMIN", "SETUID", "SETGID", "SETPCAP")
@@ -74,11 +81,11 @@ _CONNECT_TIMEOUT_S = 60.0
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
-class DockerWarmServer(WarmServer):
-    """One warm container and the host's two connections to it (the server's job protocol,
-    and the requests its first process answers).
+@dataclass(frozen=True)
+class WarmContainerSpec:
+    """What every warm container of a pool is made from.
 
-    Args:
+    Attributes:
         client: a ``docker.DockerClient``.
         image: the sandbox image (any with ``python3`` 3.9 or later).
         options: ``containers.create`` options of the sandbox (limits, labels).
@@ -89,23 +96,26 @@ class DockerWarmServer(WarmServer):
         memory_mb: what a job may use on top of what the container holds once it is ready.
     """
 
-    def __init__(
-        self,
-        client: Any,
-        image: str,
-        options: Mapping[str, Any],
-        *,
-        jobs_dir: Path,
-        environment: Mapping[str, str],
-        preload: Sequence[str],
-        memory_mb: int,
-    ) -> None:
-        self._memory_mb = memory_mb
+    client: Any
+    image: str
+    options: Mapping[str, Any]
+    jobs_dir: Path
+    environment: Mapping[str, str]
+    preload: tuple[str, ...]
+    memory_mb: int
+
+
+class DockerWarmServer(WarmServer):
+    """One warm container and the host's two connections to it: the server's job protocol,
+    and the requests its first process answers."""
+
+    def __init__(self, spec: WarmContainerSpec) -> None:
+        self.spec = spec
         self._ready: dict[str, Any] | None = None
         self._control: socket.socket | None = None
         self._requests: socket.socket | None = None
         self._stopped = False
-        self._control_dir = Path(tempfile.mkdtemp(prefix="control-", dir=jobs_dir.parent))
+        self._control_dir = Path(tempfile.mkdtemp(prefix="control-", dir=spec.jobs_dir.parent))
         self._control_dir.chmod(0o711)
         self._socket_path = self._control_dir / "control.sock"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -114,20 +124,13 @@ class DockerWarmServer(WarmServer):
         self._listener.listen(4)
         self.container = None
         try:
-            self._create(client, image, options, jobs_dir, environment, preload)
+            self._create()
         except BaseException:
             self.stop()
             raise
 
-    def _create(
-        self,
-        client: Any,
-        image: str,
-        options: Mapping[str, Any],
-        jobs_dir: Path,
-        environment: Mapping[str, str],
-        preload: Sequence[str],
-    ) -> None:
+    def _create(self) -> None:
+        spec = self.spec
         mount = require("docker", "DockerSandbox").types.Mount
         command = [
             "python3",
@@ -135,10 +138,10 @@ class DockerWarmServer(WarmServer):
             Path(docker_warm_init.__file__).read_text(encoding="utf-8"),
             f"{docker_warm_init.CONTROL_DIR}/control.sock",
             Path(warm_server.__file__).read_text(encoding="utf-8"),
-            ",".join(preload),
+            ",".join(spec.preload),
         ]
-        self.container = client.containers.create(
-            image,
+        self.container = spec.client.containers.create(
+            spec.image,
             command=command,
             user="0:0",
             working_dir="/",
@@ -150,11 +153,11 @@ class DockerWarmServer(WarmServer):
                 "/dev/mqueue": "ro,size=4k",  # else writable by all, shared by all jobs
             },
             mounts=[
-                mount(warm_server.JOBS_DIR, str(jobs_dir), type="bind"),
+                mount(warm_server.JOBS_DIR, str(spec.jobs_dir), type="bind"),
                 mount(docker_warm_init.CONTROL_DIR, str(self._control_dir), type="bind"),
             ],
-            environment=dict(environment),
-            **options,
+            environment=dict(spec.environment),
+            **spec.options,
         )
         self.container.start()
 
@@ -229,7 +232,7 @@ class DockerWarmServer(WarmServer):
             raise WarmServerError(f"the warm container did not answer: {self._why()}") from error
         finally:
             self._requests.settimeout(None)
-        limit = (self._memory_mb << 20) + usage["usage"]
+        limit = (self.spec.memory_mb << 20) + usage["usage"]
         self.container.update(mem_limit=limit, memswap_limit=limit)
         self._ready.update(container_bytes=usage["usage"], container_tasks=usage["pids"])
 
@@ -271,10 +274,7 @@ class DockerWarmPool:
         workers: int,
         metadata: Mapping[str, Any],
     ) -> None:
-        self._client, self._image, self._options = client, image, dict(options)
         self._limits = limits
-        self._environment = job_environment(JOB_DIR, "/usr/bin", env)
-        self._preload = tuple(preload)
         self.metadata = {**metadata, "filesystem": "private", "warm": True}
         remove_stale_temp_dirs(_ROOT_PREFIX)
         self._root = owned_temp_dir(_ROOT_PREFIX)
@@ -282,6 +282,15 @@ class DockerWarmPool:
         self._jobs.mkdir()
         for path in (self._root, self._jobs):  # traversable by the container, not listable
             path.chmod(0o711)
+        self.spec = WarmContainerSpec(
+            client=client,
+            image=image,
+            options=dict(options),
+            jobs_dir=self._jobs,
+            environment=job_environment(JOB_DIR, "/usr/bin", env),
+            preload=tuple(preload),
+            memory_mb=limits.memory_mb,
+        )
         self._servers: queue.SimpleQueue[DockerWarmServer] = queue.SimpleQueue()
         self._all_servers: list[DockerWarmServer] = []
         for _ in range(workers):
@@ -289,21 +298,13 @@ class DockerWarmPool:
 
     def run(self, job: Job, cancellation: Cancellation) -> ExecResult:
         """Run ``job`` on an idle container (replaced first if it died)."""
-        server = self._servers.get()
-        try:
-            if not server.alive:
-                server = self._replace(server)
-            return self._execute(job, cancellation, server)
-        except WarmServerError as error:
-            server = self._replace(server)
-            return ExecResult(
-                job.job_id,
-                ExecStatus.ERROR,
-                message=f"{error}; the job was lost with it, a new container takes the next job",
-                metadata=self.metadata,
-            )
-        finally:
-            self._servers.put(server)
+        return run_on_warm_server(
+            self._servers,
+            self._replace,
+            job.job_id,
+            lambda server: self._execute(job, cancellation, server),
+            self.metadata,
+        )
 
     def containers(self) -> list[str]:
         """Ids of the warm containers that wait for jobs or run one."""
@@ -322,16 +323,12 @@ class DockerWarmPool:
         server.ready()  # the first job waits for the imports, outside its wall clock
         start, since = time.monotonic(), time.time()
         timeout_s = self._limits.timeout_for(job.timeout_s)
-        outcome = ProcessOutcome(
-            timeout_s=timeout_s,
-            memory_mb=self._limits.memory_mb,
-            stdout=TailBuffer(self._limits.max_output_bytes),
-            stderr=TailBuffer(self._limits.max_output_bytes),
-        )
+        outcome = ProcessOutcome.under(self._limits, timeout_s)
         workdir = Path(tempfile.mkdtemp(prefix="job-", dir=self._jobs))
         try:
             _prepare(workdir, job)
-            request = {"dir": workdir.name, "uid": JOB_UID, "env": self._environment, "limits": {}}
+            environment = self.spec.environment
+            request = {"dir": workdir.name, "uid": JOB_UID, "env": environment, "limits": {}}
             server.run(
                 request,
                 outcome,
@@ -340,7 +337,7 @@ class DockerWarmPool:
                 kill_the_rest=lambda: None,  # the job's PID namespace died with its PID 1
             )
             if outcome.signal == signal.SIGKILL and not (outcome.timed_out or outcome.cancelled):
-                outcome.oom_killed = oom_killed(self._client, server.container.id, since)
+                outcome.oom_killed = oom_killed(self.spec.client, server.container.id, since)
             outcome.outputs, outcome.output_problems = collect_outputs(
                 workdir, job.output_files, self._limits.max_collect_bytes
             )
@@ -352,17 +349,9 @@ class DockerWarmPool:
 
     def _start(self) -> DockerWarmServer:
         try:
-            server = DockerWarmServer(
-                self._client,
-                self._image,
-                self._options,
-                jobs_dir=self._jobs,
-                environment=self._environment,
-                preload=self._preload,
-                memory_mb=self._limits.memory_mb,
-            )
+            server = DockerWarmServer(self.spec)
         except Exception:
-            check_engine(self._client)  # a clear error when the engine is gone
+            check_engine(self.spec.client)  # a clear error when the engine is gone
             raise
         self._all_servers.append(server)
         return server

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.executors.base import ExecResult, ExecStatus
+from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes.isolation import (
     JOB_DIR_IN_BWRAP,
     LEVELS,
@@ -56,7 +56,7 @@ from wmrl_env.sandboxes.processes import (
     parent_pid,
     pids_where,
 )
-from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, WarmServerError
+from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
     collect_outputs,
@@ -197,21 +197,13 @@ class LocalSandbox(PooledSandbox):
     def _run_one(self, job: Job, cancellation: Cancellation) -> ExecResult:
         if not self.warm:
             return self._execute(job, cancellation, None)
-        server = self._servers.get()
-        try:
-            if not server.alive:
-                server = self._replace(server)
-            return self._execute(job, cancellation, server)
-        except WarmServerError as error:
-            server = self._replace(server)
-            return ExecResult(
-                job.job_id,
-                ExecStatus.ERROR,
-                message=f"{error}; the job was lost with it, a new server takes the next job",
-                metadata=self.metadata,
-            )
-        finally:
-            self._servers.put(server)
+        return run_on_warm_server(
+            self._servers,
+            self._replace,
+            job.job_id,
+            lambda server: self._execute(job, cancellation, server),
+            self.metadata,
+        )
 
     def _execute(
         self, job: Job, cancellation: Cancellation, server: WarmServer | None
@@ -307,12 +299,7 @@ def _execute(
         )
         bin_dir = os.path.dirname(interpreter.executable)
         environment = job_environment(isolation.job_dir(workdir), bin_dir, env)
-        outcome = ProcessOutcome(
-            timeout_s=timeout_s,
-            memory_mb=limits.memory_mb,
-            stdout=TailBuffer(limits.max_output_bytes),
-            stderr=TailBuffer(limits.max_output_bytes),
-        )
+        outcome = ProcessOutcome.under(limits, timeout_s)
 
         def kill_the_rest() -> None:
             if isolation.pid_namespace:  # warm jobs too: each has a PID namespace of its own
