@@ -121,6 +121,38 @@ def test_the_job_holds_no_capability_and_the_container_only_the_hand_overs(warm)
     assert "no-new-privileges" in host_config["SecurityOpt"]
 
 
+SYSCALLS = """
+    import ctypes, os, subprocess, sys, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    unshare, clone3, perf_event_open = {"x86_64": (272, 435, 298), "aarch64": (97, 435, 241)}[
+        os.uname().machine
+    ]
+    def outcome(result):
+        return "allowed" if result >= 0 else os.strerror(ctypes.get_errno())
+    print("unshare(CLONE_NEWUSER):", outcome(libc.syscall(unshare, 0x10000000)))
+    print("clone3:", outcome(libc.syscall(clone3, None, 0)))
+    print("perf_event_open:", outcome(libc.syscall(perf_event_open, None, 0, -1, -1, 0)))
+    thread = threading.Thread(target=print, args=("a thread",))
+    thread.start()
+    thread.join()
+    print(subprocess.run([sys.executable, "-c", "print('a child')"], capture_output=True,
+                         text=True).stdout.strip())
+"""
+
+
+def test_a_job_may_make_no_more_syscalls_than_in_a_cold_container(warm) -> None:
+    """The container holds CAP_SYS_ADMIN, for which Docker's seccomp profile allows user
+    namespaces and performance counters; the first process's filter takes them back."""
+    job = Job(textwrap.dedent(SYSCALLS))
+    with DockerSandbox(timeout_s=60, memory_mb=512, max_workers=1) as cold:
+        [cold_result] = cold.run([job])
+    [warm_result] = warm.run([job])
+    assert warm_result.ok and cold_result.ok, (warm_result, cold_result)
+    assert warm_result.stdout == cold_result.stdout
+    assert "unshare(CLONE_NEWUSER): Operation not permitted" in warm_result.stdout
+    assert "a thread\na child" in warm_result.stdout
+
+
 def test_a_dead_container_loses_no_finished_job_and_is_replaced(marker) -> None:
     with DockerSandbox(timeout_s=60, memory_mb=512, warm=True, preload=(), max_workers=1) as sb:
         [before] = sb.run([score_job(0.25)])
@@ -136,7 +168,8 @@ def test_a_dead_container_loses_no_finished_job_and_is_replaced(marker) -> None:
         [third] = sb._warm_pool.containers()
     assert before.ok and before.score == 0.25, before
     assert killed.status is ExecStatus.ERROR, killed
-    assert "warm server died" in killed.message and "new server" in killed.message
+    assert "warm server died: container" in killed.message, killed.message
+    assert "new server" in killed.message
     assert after.ok and after.stdout == "next\n", after
     assert again.ok and again.stdout == "again\n", again
     assert len({first, second, third}) == 3

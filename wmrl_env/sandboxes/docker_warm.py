@@ -115,6 +115,7 @@ class DockerWarmServer(WarmServer):
         self._control: socket.socket | None = None
         self._requests: socket.socket | None = None
         self._stopped = False
+        self._last_words = ""
         self._control_dir = Path(tempfile.mkdtemp(prefix="control-", dir=spec.jobs_dir.parent))
         self._control_dir.chmod(0o711)
         self._socket_path = self._control_dir / "control.sock"
@@ -168,7 +169,11 @@ class DockerWarmServer(WarmServer):
         if self._ready is None:
             self._accept(time.monotonic() + _CONNECT_TIMEOUT_S)
             super().ready()
-            self._fit_memory()
+            try:
+                self._fit_memory()
+            except Exception as error:  # no answer, or the engine refused the new limit
+                self.stop()
+                raise WarmServerError(f"fitting the memory limit failed: {self._why()}") from error
         return self._ready
 
     @property
@@ -180,8 +185,12 @@ class DockerWarmServer(WarmServer):
         return not any(_hung_up(connection) for connection in (self._control, self._requests))
 
     def stop(self) -> None:
-        """Remove the container (its running job dies with it) and close the connections."""
+        """Remove the container (its running job dies with it) and close the connections;
+        what the container said last stays for :meth:`_why`."""
+        if self._stopped:
+            return
         self._stopped = True
+        self._last_words = self._describe() if self.container is not None else "not created"
         for connection in (self._listener, self._control, self._requests):
             if connection is not None:
                 connection.close()
@@ -227,9 +236,6 @@ class DockerWarmServer(WarmServer):
         self._requests.settimeout(30)
         try:
             usage = json.loads(self._requests.recv(1 << 12))
-        except (OSError, ValueError) as error:
-            self.stop()
-            raise WarmServerError(f"the warm container did not answer: {self._why()}") from error
         finally:
             self._requests.settimeout(None)
         limit = (self.spec.memory_mb << 20) + usage["usage"]
@@ -237,6 +243,10 @@ class DockerWarmServer(WarmServer):
         self._ready.update(container_bytes=usage["usage"], container_tasks=usage["pids"])
 
     def _why(self) -> str:
+        return self._last_words if self._stopped else self._describe()
+
+    def _describe(self) -> str:
+        """The container's state and the last line it printed."""
         try:
             self.container.reload()
             state = self.container.attrs["State"]
