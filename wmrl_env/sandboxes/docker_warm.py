@@ -303,8 +303,12 @@ class DockerWarmPool:
         )
         self._servers: queue.SimpleQueue[DockerWarmServer] = queue.SimpleQueue()
         self._all_servers: list[DockerWarmServer] = []
-        for _ in range(workers):
-            self._servers.put(self._start())
+        try:
+            for _ in range(workers):
+                self._servers.put(self._start())
+        except BaseException:
+            self.close()
+            raise
 
     def run(self, job: Job, cancellation: Cancellation) -> ExecResult:
         """Run ``job`` on an idle container (replaced first if it died)."""
