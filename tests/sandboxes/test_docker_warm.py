@@ -22,7 +22,7 @@ from sandbox_testing import (
 )
 
 from wmrl_env.executors import ExecStatus
-from wmrl_env.sandboxes import DockerSandbox, Job
+from wmrl_env.sandboxes import DockerSandbox, DockerUnavailableError, Job
 from wmrl_env.sandboxes.docker_warm import WARM_CAPABILITIES, DockerWarmServer
 
 pytestmark = pytest.mark.docker
@@ -177,6 +177,11 @@ def test_a_dead_container_loses_no_finished_job_and_is_replaced(marker) -> None:
     assert after.ok and after.stdout == "next\n", after
     assert again.ok and again.stdout == "again\n", again
     assert len({first, second, third}) == 3
+
+
+def test_an_engine_down_at_the_start_is_a_clear_error() -> None:
+    with pytest.raises(DockerUnavailableError, match="dockerd"):
+        DockerSandbox(base_url="unix:///nonexistent/docker.sock", warm=True)
 
 
 def test_an_engine_gone_between_jobs_is_a_clear_error() -> None:
