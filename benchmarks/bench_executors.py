@@ -5,10 +5,14 @@
     python benchmarks/bench_executors.py warm       [--backends local,local-warm] [--repeats 20]
     python benchmarks/bench_executors.py covers     [--repeats 20]
 
+Backends: ``local``, ``local-warm``, ``docker``, ``docker-warm`` (``DockerSandbox(warm=True)``)
+and ``ray``.
+
 ``overhead``: a trivial job (``pass``) run alone, start (``submit``) to result, ``repeats``
 times after one warm-up; next to it, the bare cost of starting the same Python without any
 sandbox (a plain subprocess; ``docker exec`` into a running container for Docker), so the
-difference is what the sandbox adds.
+difference is what the sandbox adds, and a plain ``python -c pass`` on the host, measured in
+the same run (``ratio_to_host_python``: the sandboxed job's time over it).
 
 ``throughput``: ``jobs`` short ML jobs (numpy + scikit-learn: fit a logistic regression on
 400 synthetic rows, write the accuracy to score.json) submitted at once to a backend using
@@ -71,6 +75,8 @@ def make(backend: str, timeout_s: float):
         return LocalSandbox(**limits, warm=True)
     if backend == "docker":
         return DockerSandbox(**limits)
+    if backend == "docker-warm":
+        return DockerSandbox(**limits, warm=True)
     if backend == "ray":
         import ray
 
@@ -102,7 +108,7 @@ def bare_seconds(backend: str, program: str, repeats: int) -> list[float]:
     """The same program started without a sandbox, ``repeats`` times."""
     with tempfile.TemporaryDirectory() as workdir:
         Path(workdir, "main.py").write_text(program)
-        if backend != "docker":
+        if not backend.startswith("docker"):
             command = [sys.executable, "main.py"]
             return [
                 timed(lambda: subprocess.run(command, cwd=workdir, check=True))
@@ -142,6 +148,10 @@ def overhead(backend: str, repeats: int) -> dict:
         run_one(executor, Job(TRIVIAL))  # warm-up: probes, worker start, image cache
         sandboxed = [run_one(executor, Job(TRIVIAL)) for _ in range(repeats)]
     bare = bare_seconds(backend, TRIVIAL, repeats)
+    host = [
+        timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+        for _ in range(repeats)
+    ]
     return {
         "backend": backend,
         "repeats": repeats,
@@ -149,6 +159,8 @@ def overhead(backend: str, repeats: int) -> dict:
         "sandboxed_p90_s": sorted(sandboxed)[int(0.9 * (repeats - 1))],
         "bare_python_median_s": statistics.median(bare),
         "overhead_median_s": statistics.median(sandboxed) - statistics.median(bare),
+        "host_python_c_pass_s": statistics.median(host),
+        "ratio_to_host_python": statistics.median(sandboxed) / statistics.median(host),
     }
 
 

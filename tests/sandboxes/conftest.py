@@ -63,6 +63,14 @@ def _docker(**limits: Any) -> Any:
     return DockerSandbox(**limits)
 
 
+def _docker_warm(**limits: Any) -> Any:
+    from wmrl_env.sandboxes import DockerSandbox
+
+    # one container with numpy: what the fork hands over is tested here; the scikit-learn
+    # preload (and scores byte-identical to cold Docker) is tested in test_docker_warm.py
+    return DockerSandbox(warm=True, preload=("numpy",), max_workers=1, **limits)
+
+
 def _ray(**limits: Any) -> Any:
     from wmrl_env.sandboxes import RayExecutor
 
@@ -73,6 +81,7 @@ BACKENDS = [
     pytest.param(_local, id="local"),
     pytest.param(_local_warm, id="local-warm"),
     pytest.param(_docker, id="docker", marks=pytest.mark.docker),
+    pytest.param(_docker_warm, id="docker-warm", marks=pytest.mark.docker),
     pytest.param(_ray, id="ray", marks=pytest.mark.ray),
 ]
 

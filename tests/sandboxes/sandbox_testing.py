@@ -36,6 +36,30 @@ class SandboxContract(ExecutorContract):
         return Job("raise SystemExit(3)")
 
 
+def suite_jobs(data_root: Any) -> list[Job]:
+    """Three of the ML suite's programs on two tasks (wine, diabetes), as jobs whose data is
+    exported under ``data_root``: for comparing backends' outputs byte for byte."""
+    from wmrl_env.envs.ml_tasks.programs import ProgramSpec, render_program
+    from wmrl_env.envs.ml_tasks.registry import get_task
+
+    jobs = []
+    for task_id in ("wine", "diabetes"):
+        task = get_task(task_id)
+        for program_id in ("standardize-linear-mid", "none-forest-low", "log1p-boosting-high"):
+            program = render_program(ProgramSpec.from_id(program_id), task.kind)
+            jobs.append(task.make_job(program, data_root=data_root, normalise=False))
+    return jobs
+
+
+def assert_same_outputs(cold_results: list[Any], warm_results: list[Any]) -> None:
+    """Cold and warm runs of the same jobs all succeeded with byte-identical outputs."""
+    for cold_result, warm_result in zip(cold_results, warm_results, strict=True):
+        assert cold_result.ok and warm_result.ok, (cold_result, warm_result)
+        assert warm_result.outputs == cold_result.outputs  # the predictions, byte for byte
+        assert warm_result.score == cold_result.score
+        assert warm_result.metadata["warm"] and not cold_result.metadata["warm"]
+
+
 def processes_with(marker: str) -> list[int]:
     """Pids of processes (in any container or namespace) whose command line holds ``marker``."""
     found = []

@@ -196,6 +196,12 @@ def _docker(**limits):
     return DockerSandbox(**limits)
 
 
+def _docker_warm(**limits):
+    from wmrl_env.sandboxes import DockerSandbox
+
+    return DockerSandbox(**limits, warm=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "make",
@@ -203,6 +209,7 @@ def _docker(**limits):
         pytest.param(_local, id="local"),
         pytest.param(_local_warm, id="local-warm"),
         pytest.param(_docker, id="docker", marks=pytest.mark.docker),
+        pytest.param(_docker_warm, id="docker-warm", marks=pytest.mark.docker),
     ],
 )
 def test_reload_and_match_finds_no_source_data(make, tmp_path) -> None:

@@ -12,10 +12,14 @@ import time
 import warnings
 
 import pytest
-from sandbox_testing import SandboxContract, marked, wait_for_process_with
+from sandbox_testing import (
+    SandboxContract,
+    assert_same_outputs,
+    marked,
+    suite_jobs,
+    wait_for_process_with,
+)
 
-from wmrl_env.envs.ml_tasks.programs import ProgramSpec, render_program
-from wmrl_env.envs.ml_tasks.registry import get_task
 from wmrl_env.executors import ExecStatus
 from wmrl_env.sandboxes import Job, LocalSandbox
 from wmrl_env.sandboxes.processes import children
@@ -34,21 +38,11 @@ def warm():
 
 @pytest.mark.slow
 def test_ml_task_scores_are_bit_identical_to_cold_jobs(warm, tmp_path) -> None:
-    programs = ["standardize-linear-mid", "none-forest-low", "log1p-boosting-high"]
-    jobs = []
-    for task_id in ("wine", "diabetes"):
-        task = get_task(task_id)
-        for program_id in programs:
-            program = render_program(ProgramSpec.from_id(program_id), task.kind)
-            jobs.append(task.make_job(program, data_root=tmp_path, normalise=False))
+    jobs = suite_jobs(tmp_path)
     with LocalSandbox(timeout_s=60, memory_mb=2048, max_workers=2) as cold:
         cold_results = cold.run(jobs)
     warm_results = warm.run(jobs)
-    for cold_result, warm_result in zip(cold_results, warm_results, strict=True):
-        assert cold_result.ok and warm_result.ok, (cold_result, warm_result)
-        assert warm_result.outputs == cold_result.outputs  # the predictions, byte for byte
-        assert warm_result.score == cold_result.score
-        assert warm_result.metadata["warm"] and not cold_result.metadata["warm"]
+    assert_same_outputs(cold_results, warm_results)
 
 
 def test_a_job_sees_no_trace_of_the_job_before(tmp_path) -> None:

@@ -13,6 +13,10 @@ Every container carries labels (``wmrl-env.job``, ``wmrl-env.owner``, ``wmrl-env
 removes its own on close, at interpreter exit and on Ctrl-C. A container also removes itself
 once its sleeping first process ends, ``timeout + 10 min`` after it started.
 
+With ``warm=True`` each worker keeps one long-lived container that forks a fresh process
+per job instead (:mod:`~wmrl_env.sandboxes.docker_warm`): the same container limits, the
+local warm pool's per-job isolation, a fraction of the overhead.
+
 Example (needs a Docker engine and ``wmrl build-image``)::
 
     with DockerSandbox(timeout_s=10, memory_mb=512) as sandbox:
@@ -33,15 +37,16 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes.image import default_image
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
-from wmrl_env.sandboxes.outcome import ProcessOutcome, TailBuffer
+from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.pool import Cancellation, JobPool, PooledSandbox
+from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
     job_environment,
@@ -125,6 +130,17 @@ def connect(base_url: str | None = None, *, max_pool_size: int = 16) -> Any:
     return client
 
 
+def check_engine(client: Any) -> None:
+    """Raise :class:`DockerUnavailableError`, saying how to start the engine, when it no
+    longer answers."""
+    try:
+        client.ping()
+    except Exception as error:
+        raise DockerUnavailableError(
+            f"the Docker engine stopped answering ({error}); {_START_FIX}"
+        ) from error
+
+
 def cleanup_leaked_containers(client: Any = None, *, sandbox_id: str | None = None) -> list[str]:
     """Remove wmrl-env containers left behind; returns the ids removed.
 
@@ -176,6 +192,12 @@ class DockerSandbox(PooledSandbox):
         max_workers: containers running at once (default: the CPUs of this machine).
         env: extra environment variables for every job.
         base_url: the engine's address (default: ``DOCKER_HOST`` or the local socket).
+        warm: keep one container per worker that forks a fresh process per job
+            (:mod:`~wmrl_env.sandboxes.docker_warm`) instead of a new container per job.
+            ``memory_mb`` is then on top of what the container holds once ``preload`` is
+            imported, so a program has the room it would have in a cold job that imported
+            them itself.
+        preload: the modules a warm container imports once (missing ones are skipped).
 
     Raises:
         DockerUnavailableError: the engine cannot be reached.
@@ -197,6 +219,8 @@ class DockerSandbox(PooledSandbox):
         max_workers: int | None = None,
         env: Mapping[str, str] | None = None,
         base_url: str | None = None,
+        warm: bool = False,
+        preload: Sequence[str] = DEFAULT_PRELOAD,
     ) -> None:
         if not cpus > 0:
             raise ValueError(f"cpus must be positive, got {cpus}")
@@ -227,9 +251,31 @@ class DockerSandbox(PooledSandbox):
         remove_stale_temp_dirs(_SOURCE_PREFIX)
         self._env = dict(env or {})
         self.sandbox_id = uuid.uuid4().hex
+        self.warm = warm
+        self._warm_pool = self._start_warm_pool(workers, preload) if warm else None
         self._pool = JobPool(self._run_one, workers, "wmrl-docker")
         self._finalizer = weakref.finalize(
-            self, _shut_down, self._pool, self._client, self.sandbox_id
+            self, _shut_down, self._pool, self._client, self.sandbox_id, self._warm_pool
+        )
+
+    def _start_warm_pool(self, workers: int, preload: Sequence[str]) -> Any:
+        # imported here: the warm pool builds on this module
+        from wmrl_env.sandboxes.docker_warm import IMPORT_ALLOWANCE_MB, WARM_TASKS, DockerWarmPool
+
+        options = self._container_options(
+            memory_mb=self.limits.memory_mb + IMPORT_ALLOWANCE_MB,
+            extra_tasks=WARM_TASKS,
+            role="warm-server",
+        )
+        return DockerWarmPool(
+            self._client,
+            self.image,
+            options,
+            limits=self.limits,
+            env=self._env,
+            preload=preload,
+            workers=workers,
+            metadata=self.metadata,
         )
 
     @property
@@ -242,17 +288,15 @@ class DockerSandbox(PooledSandbox):
             "image": self.image,
             "memory_limit": "cgroup",
             "process_limit": f"pids_limit={self.limits.max_processes}",
+            "warm": self.warm,
         }
 
     def _run_one(self, job: Job, cancellation: Cancellation) -> ExecResult:
+        if self._warm_pool is not None:
+            return self._warm_pool.run(job, cancellation)
         start = time.monotonic()
         timeout_s = self.limits.timeout_for(job.timeout_s)
-        outcome = ProcessOutcome(
-            timeout_s=timeout_s,
-            memory_mb=self.limits.memory_mb,
-            stdout=TailBuffer(self.limits.max_output_bytes),
-            stderr=TailBuffer(self.limits.max_output_bytes),
-        )
+        outcome = ProcessOutcome.under(self.limits, timeout_s)
         # the root file system is read-only, so the engine refuses to copy files in: the
         # program is bind-mounted read-only from a host directory of its own instead
         source = owned_temp_dir(_SOURCE_PREFIX)
@@ -297,6 +341,28 @@ class DockerSandbox(PooledSandbox):
             types.Mount(f"{JOB_DIR}/inputs/{name}", path, type="bind", read_only=True)
             for name, path in check_inputs(job.inputs).items()
         ]
+        uid = JOB_USER.split(":")[0]
+        options = self._container_options(
+            memory_mb=self.limits.memory_mb, extra_tasks=0, role=job.job_id
+        )
+        return self._client.containers.create(
+            self.image,
+            command=["sleep", str(math.ceil(timeout_s) + 600)],
+            user=JOB_USER,
+            working_dir=JOB_DIR,
+            # the work directory is the only writable place, as in the local sandbox
+            tmpfs={JOB_DIR: f"size={self.workdir_mb}m,uid={uid},gid={uid}"},
+            mounts=mounts,
+            auto_remove=True,
+            **options,
+        )
+
+    def _container_options(self, *, memory_mb: int, extra_tasks: int, role: str) -> dict:
+        """What every container of this sandbox gets: no network, a read-only root, memory
+        without swap, a CPU share, a process limit (``extra_tasks`` above the job's), the
+        job's rlimits, no capability, no new privileges, the GPUs asked for, and the labels
+        that find it again (``role``: the job's id, or what the container is for)."""
+        types = self._docker.types
         file_bytes = self.limits.max_file_mb << 20
         ulimits = [
             types.Ulimit(name="fsize", soft=file_bytes, hard=file_bytes),
@@ -309,34 +375,21 @@ class DockerSandbox(PooledSandbox):
         if self.gpus is not None:
             count = -1 if self.gpus == "all" else int(self.gpus)
             device_requests = [types.DeviceRequest(count=count, capabilities=[["gpu"]])]
-        memory = f"{self.limits.memory_mb}m"
-        uid = JOB_USER.split(":")[0]
-        return self._client.containers.create(
-            self.image,
-            command=["sleep", str(math.ceil(timeout_s) + 600)],
-            user=JOB_USER,
-            working_dir=JOB_DIR,
-            network_mode="none",
-            read_only=True,
-            # the work directory is the only writable place, as in the local sandbox
-            tmpfs={JOB_DIR: f"size={self.workdir_mb}m,uid={uid},gid={uid}"},
-            mounts=mounts,
-            mem_limit=memory,
-            memswap_limit=memory,
-            nano_cpus=int(self.cpus * 1e9),
-            pids_limit=self.limits.max_processes,
-            ulimits=ulimits,
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            device_requests=device_requests,
-            labels={
-                LABEL_JOB: job.job_id,
-                LABEL_OWNER: _owner(),
-                LABEL_SANDBOX: self.sandbox_id,
-            },
-            auto_remove=True,
-            hostname="sandbox",
-        )
+        memory = f"{memory_mb}m"
+        return {
+            "network_mode": "none",
+            "read_only": True,
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "nano_cpus": int(self.cpus * 1e9),
+            "pids_limit": self.limits.max_processes + extra_tasks,
+            "ulimits": ulimits,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "device_requests": device_requests,
+            "labels": {LABEL_JOB: role, LABEL_OWNER: _owner(), LABEL_SANDBOX: self.sandbox_id},
+            "hostname": "sandbox",
+        }
 
     def _exec(self, container: Any, outcome: ProcessOutcome, deadline: float) -> bool:
         """Run ``python3 main.py``, pump its output, stop it at the deadline and kill what it
@@ -398,7 +451,7 @@ class DockerSandbox(PooledSandbox):
         else:
             outcome.exit_code = code
         if outcome.signal == 9 and not outcome.timed_out:
-            outcome.oom_killed = self._oom_killed(container, since=started)
+            outcome.oom_killed = oom_killed(self._client, container.id, since=started)
         return bool(state["kept"])
 
     def _kill_processes(self, container: Any) -> bool:
@@ -415,26 +468,6 @@ class DockerSandbox(PooledSandbox):
         with contextlib.suppress(self._docker.errors.APIError):
             container.kill()
         return False
-
-    def _oom_killed(self, container: Any, since: float) -> bool:
-        """Whether the kernel's OOM killer struck in the container since ``since`` (epoch).
-
-        The engine reports an ``oom`` event at once, but sets ``State.OOMKilled`` only when
-        the container itself exits: look for the event, shortly, in the engine's log.
-        """
-        deadline = time.monotonic() + _OOM_EVENT_WAIT_SECONDS
-        while True:
-            events = self._client.api.events(
-                since=f"{since:.9f}",
-                until=f"{time.time():.9f}",
-                filters={"container": container.id, "event": "oom"},
-                decode=True,
-            )
-            if any(True for _ in events):
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
 
     def _collect(self, container: Any, job: Job, outcome: ProcessOutcome) -> None:
         """Copy the declared output files out (regular files only, within the size cap).
@@ -461,8 +494,31 @@ class DockerSandbox(PooledSandbox):
             container.remove(force=True)
 
 
-def _shut_down(pool: JobPool, client: Any, sandbox_id: str) -> None:
+def oom_killed(client: Any, container_id: str, since: float) -> bool:
+    """Whether the kernel's OOM killer struck in the container since ``since`` (epoch).
+
+    The engine reports an ``oom`` event at once, but sets ``State.OOMKilled`` only when
+    the container itself exits: look for the event, shortly, in the engine's log.
+    """
+    deadline = time.monotonic() + _OOM_EVENT_WAIT_SECONDS
+    while True:
+        events = client.api.events(
+            since=f"{since:.9f}",
+            until=f"{time.time():.9f}",
+            filters={"container": container_id, "event": "oom"},
+            decode=True,
+        )
+        if any(True for _ in events):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _shut_down(pool: JobPool, client: Any, sandbox_id: str, warm_pool: Any) -> None:
     pool.close()
+    if warm_pool is not None:
+        warm_pool.close()
     with contextlib.suppress(Exception):  # the engine may be gone at interpreter exit
         cleanup_leaked_containers(client, sandbox_id=sandbox_id)
     client.close()

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.executors.base import ExecResult, ExecStatus
+from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes.isolation import (
     JOB_DIR_IN_BWRAP,
     LEVELS,
@@ -59,13 +59,13 @@ from wmrl_env.sandboxes.processes import (
     pids_where,
 )
 from wmrl_env.sandboxes.seccomp import denylist_program
-from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, WarmServerError
+from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
     collect_outputs,
-    copy_inputs,
     job_environment,
     owned_temp_dir,
+    prepare_workdir,
     remove_stale_temp_dirs,
     remove_tree,
 )
@@ -202,21 +202,13 @@ class LocalSandbox(PooledSandbox):
     def _run_one(self, job: Job, cancellation: Cancellation) -> ExecResult:
         if not self.warm:
             return self._execute(job, cancellation, None)
-        server = self._servers.get()
-        try:
-            if not server.alive:
-                server = self._replace(server)
-            return self._execute(job, cancellation, server)
-        except WarmServerError as error:
-            server = self._replace(server)
-            return ExecResult(
-                job.job_id,
-                ExecStatus.ERROR,
-                message=f"{error}; the job was lost with it, a new server takes the next job",
-                metadata=self.metadata,
-            )
-        finally:
-            self._servers.put(server)
+        return run_on_warm_server(
+            self._servers,
+            self._replace,
+            job.job_id,
+            lambda server: self._execute(job, cancellation, server),
+            self.metadata,
+        )
 
     def _execute(
         self, job: Job, cancellation: Cancellation, server: WarmServer | None
@@ -292,7 +284,7 @@ def _execute(
         uid = lease.uid if lease else None
         copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
         seccomp = _seccomp_for(isolation)
-        _prepare(workdir, job.program, inputs, copy=copy, uid=uid)
+        prepare_workdir(workdir, job.program, inputs, copy=copy, uid=uid)
         max_processes = limits.max_processes
         if uid is None and os.geteuid() != 0 and server is not None:
             # inside the server's user namespace RLIMIT_NPROC counts that namespace's tasks:
@@ -313,12 +305,7 @@ def _execute(
         )
         bin_dir = os.path.dirname(interpreter.executable)
         environment = job_environment(isolation.job_dir(workdir), bin_dir, env)
-        outcome = ProcessOutcome(
-            timeout_s=timeout_s,
-            memory_mb=limits.memory_mb,
-            stdout=TailBuffer(limits.max_output_bytes),
-            stderr=TailBuffer(limits.max_output_bytes),
-        )
+        outcome = ProcessOutcome.under(limits, timeout_s)
 
         def kill_the_rest() -> None:
             if isolation.pid_namespace:  # warm jobs too: each has a PID namespace of its own
@@ -401,21 +388,6 @@ def _readable_fd(data: bytes) -> int:
     finally:
         os.close(write)
     return read
-
-
-def _prepare(
-    workdir: Path, program: str, inputs: Mapping[str, str], *, copy: bool, uid: int | None
-) -> None:
-    (workdir / "main.py").write_text(program, encoding="utf-8")
-    (workdir / ".tmp").mkdir()
-    if copy:
-        copy_inputs(inputs, workdir / "inputs")
-    else:
-        (workdir / "inputs").mkdir()  # bwrap binds each input read-only below it
-    if uid is not None:
-        for path in (workdir, workdir / ".tmp"):
-            os.chown(path, uid, uid)
-    workdir.chmod(0o700)
 
 
 def _run_process(

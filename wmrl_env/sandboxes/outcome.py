@@ -20,6 +20,7 @@ from typing import Any
 
 from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.sandboxes.job import Job
+from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.scoring import apply_scorer
 
 __all__ = ["ProcessOutcome", "TailBuffer"]
@@ -98,6 +99,17 @@ class ProcessOutcome:
     stderr: TailBuffer = field(default_factory=TailBuffer)
     outputs: dict[str, bytes] = field(default_factory=dict)
     output_problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def under(cls, limits: SandboxLimits, timeout_s: float) -> ProcessOutcome:
+        """An empty outcome of a job that runs under ``limits`` with wall clock ``timeout_s``
+        (its output buffers cut at ``limits.max_output_bytes``)."""
+        return cls(
+            timeout_s=timeout_s,
+            memory_mb=limits.memory_mb,
+            stdout=TailBuffer(limits.max_output_bytes),
+            stderr=TailBuffer(limits.max_output_bytes),
+        )
 
     def status(self) -> tuple[ExecStatus, str]:
         """The status and the reason, most specific cause first."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import selectors
 import signal
 import socket
@@ -32,12 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.sandboxes import warm_server
 from wmrl_env.sandboxes.isolation import Interpreter, warm_server_argv
 from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.processes import child_pidfds, kill_pidfds
 
-__all__ = ["DEFAULT_PRELOAD", "WARM_TASKS", "WarmServer", "WarmServerError"]
+__all__ = ["DEFAULT_PRELOAD", "WARM_TASKS", "WarmServer", "WarmServerError", "run_on_warm_server"]
 
 # what the ML task programs import; a module that is not installed is skipped (and reported)
 DEFAULT_PRELOAD = (
@@ -223,6 +225,33 @@ class WarmServer:
             if lines:
                 return f"exit status {code}: {lines[-1][:500]}"
         return f"exit status {code}" if code is not None else "no answer"
+
+
+def run_on_warm_server(
+    servers: queue.SimpleQueue[Any],
+    replace: Callable[[Any], Any],
+    job_id: str,
+    execute: Callable[[Any], ExecResult],
+    metadata: Mapping[str, Any],
+) -> ExecResult:
+    """Run one job on an idle server taken from ``servers`` (``replace``-d first when it
+    died while idle) and give it back; a server that dies under the job is replaced and the
+    job, lost with it, is an ``error`` result."""
+    server = servers.get()
+    try:
+        if not server.alive:
+            server = replace(server)
+        return execute(server)
+    except WarmServerError as error:
+        server = replace(server)
+        return ExecResult(
+            job_id,
+            ExecStatus.ERROR,
+            message=f"{error}; the job was lost with it, a new server takes the next job",
+            metadata=dict(metadata),
+        )
+    finally:
+        servers.put(server)
 
 
 def _read_into(fd: int, streams: Mapping[int, Any], selector: selectors.BaseSelector) -> None:

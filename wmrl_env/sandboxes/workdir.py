@@ -34,6 +34,7 @@ __all__ = [
     "copy_inputs",
     "job_environment",
     "owned_temp_dir",
+    "prepare_workdir",
     "remove_stale_temp_dirs",
     "remove_tree",
 ]
@@ -88,6 +89,23 @@ def collect_outputs(
             with os.fdopen(fd, "rb") as file:
                 outputs[name] = file.read(max_bytes)
     return outputs, problems
+
+
+def prepare_workdir(
+    workdir: Path, program: str, inputs: Mapping[str, str], *, copy: bool, uid: int | None
+) -> None:
+    """Write a job's ``main.py``, its ``.tmp`` and ``inputs`` directories (the inputs copied
+    when ``copy``, else left for the sandbox to bind), owned by ``uid`` when given, 0700."""
+    (workdir / "main.py").write_text(program, encoding="utf-8")
+    (workdir / ".tmp").mkdir()
+    if copy:
+        copy_inputs(inputs, workdir / "inputs")
+    else:
+        (workdir / "inputs").mkdir()  # bwrap binds each input read-only below it
+    if uid is not None:
+        for path in (workdir, workdir / ".tmp"):
+            os.chown(path, uid, uid)
+    workdir.chmod(0o700)
 
 
 def copy_inputs(inputs: Mapping[str, str | os.PathLike[str]], destination: Path) -> None:
