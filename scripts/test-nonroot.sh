@@ -6,8 +6,9 @@
 #   bash scripts/test-nonroot.sh                # as root: creates the user wmrl-test
 #   bash scripts/test-nonroot.sh -k warm        # extra arguments go to pytest
 #
-# The interpreter may live under root's home (pyenv: /root is 0700); the user then sees it
-# in a private mount namespace (an empty /root holding only the interpreter), nothing else.
+# The interpreter, venv or checkout may sit below a folder the user cannot enter (pyenv under
+# a 0700 /root); the user then sees them in a private mount namespace (that folder an empty
+# tmpfs holding only them), nothing else of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 user=wmrl-test
@@ -32,21 +33,34 @@ tests=(tests/sandboxes/test_least_privilege.py tests/sandboxes/test_hostile_prog
        tests/sandboxes/test_warm_pool.py tests/sandboxes/test_local_sandbox.py)
 BASE=$base VENV=$venv exec unshare --mount --propagation private -- /bin/sh -eu -c '
     user=$1; python=$2; shift 2
-    hidden=""
+    # a folder on the way to what the user must reach that the user cannot enter (pyenv
+    # under a 0700 /root, a CI clone below a private folder) becomes an empty tmpfs in this
+    # private mount namespace, holding only those paths, bound back in
+    blocked=""
     for path in "$BASE" "$VENV" "$PWD"; do
-        case "$path" in /root/*) hidden="$hidden $path" ;; esac
+        walked=""
+        for part in $(echo "$path" | tr / " "); do
+            walked="$walked/$part"
+            if ! runuser -u "$user" -- test -x "$walked"; then
+                case " $blocked " in *" $walked "*) ;; *) blocked="$blocked $walked" ;; esac
+                break
+            fi
+        done
     done
-    if [ -n "$hidden" ]; then  # /root is 0700: an empty /root holding only these
+    if [ -n "$blocked" ]; then
         keep=$(mktemp -d)
-        for path in $hidden; do
+        for path in "$BASE" "$VENV" "$PWD"; do
             mkdir -p "$keep$path"
             mount --rbind "$path" "$keep$path"
         done
-        mount -t tmpfs -o mode=0755,size=1m tmpfs /root
-        for path in $hidden; do
+        for folder in $blocked; do
+            mount -t tmpfs -o mode=0755,size=1m tmpfs "$folder"
+        done
+        for path in "$BASE" "$VENV" "$PWD"; do
             mkdir -p "$path"
             mount --rbind "$keep$path" "$path"
         done
+        cd "$PWD"
     fi
     exec runuser -u "$user" -- env HOME=/tmp PATH=/usr/local/bin:/usr/bin:/bin \
         HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1 WMRL_NONROOT_PASS=1 \
