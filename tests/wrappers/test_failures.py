@@ -86,9 +86,7 @@ def test_consecutive_infrastructure_failures_raise() -> None:
 def test_training_stops_when_no_anchor_returns_a_real_result() -> None:
     from wmrl_env import grpo
 
-    envs = all_anchor_envs(
-        lambda: BanditEnv(PAYOFF, fail_action=3), max_infrastructure_failures=0
-    )
+    envs = all_anchor_envs(lambda: BanditEnv(PAYOFF, fail_action=3), max_infrastructure_failures=0)
 
     policy = grpo.make_policy(envs.single_observation_space, envs.single_action_space, 0, seed=0)
     threes = lambda obs: np.full(len(obs), 3)  # noqa: E731 - every action breaks the env
@@ -96,4 +94,15 @@ def test_training_stops_when_no_anchor_returns_a_real_result() -> None:
     config = grpo.GRPOConfig(iterations=10, max_rounds_without_real=3)
     with pytest.raises(RuntimeError, match="no anchor has returned a real result for 3 rounds"):
         grpo.train(envs, policy, config)
+    envs.close()
+
+
+def test_the_gate_clusters_groups_by_their_task() -> None:
+    """The bandit's context is its task: across rounds, the gate pools at most 2 clusters."""
+    envs = all_anchor_envs(lambda: BanditEnv(PAYOFF, noise=0.1), score_range=(0.0, 1.0))
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(np.tile([0, 1, 2, 3], M))
+        envs.reset()
+    assert 1 <= envs.fusion.gate.num_clusters <= PAYOFF.shape[0]
     envs.close()

@@ -401,8 +401,9 @@ class RewardFusion:
         known = ~np.isnan(cross_fitted)
         r, f, g, wk = real[known], cross_fitted[known], labels[known], w[known]
         centre = self.kappa_estimator.centre
-        # kappa weighs the stream actually used: lam * f~ for wmrl (its level cancels)
-        used = lam * f if self.method == "wmrl" else f
+        # kappa weighs the stream actually used: f shrunk by lam towards its level (within a
+        # group the level cancels: lam * f~; for groups of one it is the pairs' mean)
+        used = f.mean() + lam * (f - f.mean()) if self.method == "wmrl" and f.size else f
         variances = within_group_variances(r - used, r, g, centre, weights=wk)
         if self.method == "denoise":  # the raw world model is the stream being weighed
             self.kappa_estimator.fold_in(

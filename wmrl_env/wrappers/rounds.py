@@ -182,6 +182,7 @@ class Round(abc.ABC):
             real.score,
             failed=real.failed,
             wm_valid=wm_valid,
+            clusters=self.clusters(),
         )
         self.done = True
         add_per_env(
@@ -208,6 +209,21 @@ class Round(abc.ABC):
             start_mismatches=self.start_mismatches,
         )
         return np.where(real.failed, setup.failed_reward, out.rewards)
+
+    def clusters(self) -> list[Any] | None:
+        """Per env, its group's task for the fusion's gate: the reset info's ``task_id``, else
+        a discrete context (an int or str observation); ``None`` (each group its own cluster)
+        when a group has neither."""
+        labels = []
+        starts = self.setup.starts
+        for observation, info in zip(starts.observations, starts.infos, strict=True):
+            task = (info or {}).get("task_id")
+            if task is None and isinstance(observation, (int, str, np.integer, np.str_)):
+                task = observation
+            if task is None:
+                return None
+            labels.append(task.item() if isinstance(task, np.generic) else task)
+        return self.setup.layout.expand(labels)
 
     def real_info(self, info: dict[str, Any]) -> None:
         """Per-env execution status so far (``exec_status``, messages, seconds)."""
