@@ -78,7 +78,7 @@ class WorldModelWrapper(
         >>> obs, info = env.reset(seed=1)
         >>> obs, reward, terminated, truncated, info = env.step(obs)
         >>> terminated, sorted(info)[:4]
-        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'is_anchor'])
+        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'fused_reward'])
     """
 
     def __init__(
