@@ -129,6 +129,27 @@ def test_failed_real_step_falls_back_to_the_world_model() -> None:
     assert math.isnan(info["real_score"]) and reward == info["calibrated_score"]
 
 
+class GarbageOnTwo(BanditEnv):
+    """Action 2 yields a NaN reward: ``invalid_output``, the program's own failure."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        return observation, math.nan if int(action) == 2 else reward, terminated, truncated, info
+
+
+def test_a_program_failure_is_scored_at_the_failure_score() -> None:
+    """Issue 23, item 7: a non-finite reward is the program's failure: it scores the score
+    range's minimum (it fell back to the world model's score before), and is a pair."""
+    env = WorldModelWrapper(
+        GarbageOnTwo(PAYOFF), BanditWorldModel(PAYOFF, 0.5, 0.2), 1.0, score_range=(0.0, 1.0)
+    )
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(2)
+    assert terminated and info["exec_status"] == "invalid_output"
+    assert info["real_score"] == 0.0 and reward == 0.0
+    assert len(env._pending) == 1  # a calibration pair, like any real score
+
+
 def test_invalid_prediction_goes_to_the_real_env() -> None:
     log = CallLog()
     env = bandit(log, p=0.0, world_model=BanditWorldModel(PAYOFF, invalid_actions=[1]))

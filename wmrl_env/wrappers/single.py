@@ -60,6 +60,10 @@ class WorldModelWrapper(
         max_episode_steps: limit of imagined episodes (multi-step); default the env spec's.
         score_range: ``(low, high)``: world-model scores outside it count as invalid.
         failed_reward: reward when neither a real nor a valid world-model score exists.
+        failure_score: the real score of an episode whose real step failed by the program's
+            own fault (a non-finite reward: ``invalid_output``), which is then a calibration
+            pair; default ``score_range``'s low end, else such an episode is treated like an
+            infrastructure failure (``error``: the env raised), whose score is missing.
 
     Example:
         >>> import numpy as np
@@ -93,6 +97,7 @@ class WorldModelWrapper(
         max_episode_steps: int | None = None,
         score_range: tuple[float, float] | None = None,
         failed_reward: float = 0.0,
+        failure_score: float | None = None,
     ) -> None:
         if not 0.0 <= anchor_probability <= 1.0:
             raise ValueError(f"anchor_probability must be in [0, 1], got {anchor_probability}")
@@ -122,6 +127,9 @@ class WorldModelWrapper(
         self.pairs_per_update = pairs_per_update
         self.score_range = score_range
         self.failed_reward = float(failed_reward)
+        if failure_score is None:
+            failure_score = score_range[0] if score_range is not None else math.nan
+        self.failure_score = float(failure_score)
         spec = env.spec
         self.max_episode_steps = max_episode_steps or (spec.max_episode_steps if spec else None)
         if self.kind == "dynamics" and self.max_episode_steps is None:
@@ -212,7 +220,11 @@ class WorldModelWrapper(
         return _RealStep(observation, reward, bool(terminated), bool(truncated), "ok", info)
 
     def _real_failed(self, episode: _Episode, status: str, message: str) -> _RealStep:
-        episode.status, episode.real_return = status, math.nan
+        """End the real episode: a program failure scores ``failure_score``, an
+        infrastructure failure (or a program failure without one) is missing (NaN)."""
+        program_failure = status != "error" and not math.isnan(self.failure_score)
+        episode.status = status
+        episode.real_return = self.failure_score if program_failure else math.nan
         info = {"exec_message": message}
         return _RealStep(episode.model_observation, math.nan, False, True, status, info)
 
