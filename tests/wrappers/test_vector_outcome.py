@@ -110,7 +110,7 @@ def test_only_anchors_reach_the_real_env(envs, log) -> None:
 def test_rewards_equal_the_fusion_output(envs) -> None:
     twin = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
     for seed in range(3):
-        envs.reset(seed=seed)
+        contexts, _ = envs.reset(seed=seed)  # each group's context is its gate cluster
         twin.reseed([seed, ANCHOR_STREAM])  # reset(seed) reseeds the env's anchor draw
         twin_anchors = twin.select_anchors(np.repeat(np.arange(M), G))
         _, rewards, _, _, info = envs.step(envs.action_space.sample())
@@ -121,6 +121,7 @@ def test_rewards_equal_the_fusion_output(envs) -> None:
             info["real_score"],
             failed=info["exec_status"] == "error",
             wm_valid=info["wm_valid"],
+            clusters=contexts.tolist(),
         )
         np.testing.assert_array_equal(rewards, out.rewards)
         np.testing.assert_array_equal(info["advantage"], out.advantages)

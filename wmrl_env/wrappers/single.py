@@ -3,16 +3,21 @@
 For users with one env and a non-group RL library (SB3's PPO, SAC, ...). Each episode is an
 anchor with probability ``anchor_probability``: anchor episodes run in the real env, the
 others are answered by the world model. Every ``pairs_per_update`` anchor episodes go to
-:meth:`RewardFusion.observe_anchors` — the fusion's own calibrate -> cross-fit -> kappa
-sequence, with groups of one — and the world model's scores are calibrated by the fusion's
-map; ``info["weight"]`` carries the inverse-variance weight of the episode's reward stream.
+:meth:`RewardFusion.observe_anchors` — the fusion's own calibrate -> cross-fit -> kappa ->
+gate sequence, with groups of one — and the world model's scores are calibrated by the
+fusion's map and shrunk by its gate: a world-model episode returns
+``level + lam * (f(s) - level)`` (``level``: the mean real score of the calibration window;
+``lam``: :class:`~wmrl_env.fusion.WorldModelGate`'s weight, pooled across episodes, each
+update one cluster), so a useless world model hands out the level, not noise.
+``info["wm_weight"]`` is that ``lam``; ``info["weight"]`` the inverse-variance weight of the
+episode's reward stream.
 
 * Outcome tasks (``predict(contexts, artifacts)``): one step; the context is the observation
-  the env returned at reset. A world-model episode returns the calibrated score as reward.
+  the env returned at reset. A world-model episode returns the shrunk calibrated score.
 * Multi-step tasks (``predict_step``): world-model episodes are imagined by the model from the
   real reset observation and get the model's per-step rewards; at their last step the reward
-  also carries the calibration correction ``f(S) - S`` of the episode's return ``S``, so the
-  episode's return is the calibrated score. Anchor episodes step the real env while the model
+  also carries the correction from the episode's return ``S`` to its shrunk calibrated score,
+  so the episode's return is that score. Anchor episodes step the real env while the model
   shadows them with the same actions, which gives the (world-model, real) return pair.
 
 An invalid prediction sends the episode to the real env (outcome: the step is executed;
@@ -55,6 +60,10 @@ class WorldModelWrapper(
         max_episode_steps: limit of imagined episodes (multi-step); default the env spec's.
         score_range: ``(low, high)``: world-model scores outside it count as invalid.
         failed_reward: reward when neither a real nor a valid world-model score exists.
+        failure_score: the real score of an episode whose real step failed by the program's
+            own fault (a non-finite reward: ``invalid_output``), which is then a calibration
+            pair; default ``score_range``'s low end, else such an episode is treated like an
+            infrastructure failure (``error``: the env raised), whose score is missing.
 
     Example:
         >>> import numpy as np
@@ -73,7 +82,7 @@ class WorldModelWrapper(
         >>> obs, info = env.reset(seed=1)
         >>> obs, reward, terminated, truncated, info = env.step(obs)
         >>> terminated, sorted(info)[:4]
-        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'is_anchor'])
+        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'fused_reward'])
     """
 
     def __init__(
@@ -88,6 +97,7 @@ class WorldModelWrapper(
         max_episode_steps: int | None = None,
         score_range: tuple[float, float] | None = None,
         failed_reward: float = 0.0,
+        failure_score: float | None = None,
     ) -> None:
         if not 0.0 <= anchor_probability <= 1.0:
             raise ValueError(f"anchor_probability must be in [0, 1], got {anchor_probability}")
@@ -117,6 +127,9 @@ class WorldModelWrapper(
         self.pairs_per_update = pairs_per_update
         self.score_range = score_range
         self.failed_reward = float(failed_reward)
+        if failure_score is None:
+            failure_score = score_range[0] if score_range is not None else math.nan
+        self.failure_score = float(failure_score)
         spec = env.spec
         self.max_episode_steps = max_episode_steps or (spec.max_episode_steps if spec else None)
         if self.kind == "dynamics" and self.max_episode_steps is None:
@@ -207,7 +220,11 @@ class WorldModelWrapper(
         return _RealStep(observation, reward, bool(terminated), bool(truncated), "ok", info)
 
     def _real_failed(self, episode: _Episode, status: str, message: str) -> _RealStep:
-        episode.status, episode.real_return = status, math.nan
+        """End the real episode: a program failure scores ``failure_score``, an
+        infrastructure failure (or a program failure without one) is missing (NaN)."""
+        program_failure = status != "error" and not math.isnan(self.failure_score)
+        episode.status = status
+        episode.real_return = self.failure_score if program_failure else math.nan
         info = {"exec_message": message}
         return _RealStep(episode.model_observation, math.nan, False, True, status, info)
 
@@ -239,7 +256,7 @@ class WorldModelWrapper(
             if episode.wm_valid:
                 self._add_pair(episode.wm_return, real_score)
         elif episode.wm_valid:
-            episode_return = calibrated
+            episode_return = self._shrunk(calibrated)
         else:
             episode_return = self.failed_reward
         reward = episode_return - episode.paid
@@ -256,10 +273,21 @@ class WorldModelWrapper(
                 "wm_score": episode.wm_return,
                 "wm_valid": episode.wm_valid,
                 "calibrated_score": calibrated,
+                "wm_weight": self.fusion.wm_weight,
+                "fused_reward": episode_return,
                 "real_score": real_score,
                 "exec_status": episode.status,
             },
         )
+
+    def _shrunk(self, calibrated: float) -> float:
+        """``level + lam * (f - level)``: the calibrated score shrunk by the gate's weight
+        towards the mean real score of the calibration window (``f`` itself before any)."""
+        _, reals = self.fusion.calibrator.window_pairs()
+        if reals.size == 0:
+            return calibrated
+        level = float(reals.mean())
+        return level + self.fusion.wm_weight * (calibrated - level)
 
     def _add_pair(self, wm_score: float, real_score: float) -> None:
         """Buffer an anchor pair; every ``pairs_per_update`` pairs, the fusion learns from them."""
