@@ -10,7 +10,8 @@ perturbed parameters (``err``) plus noise, or uniform random scores (``random``)
 * ``wmrl``, ``ppi``: :class:`~wmrl_env.fusion.RewardFusion` on all 20 groups, 2 of them real.
 
 Printed: the final held-out score (normalised by the best program per task) per world-model
-quality, mean over seeds with a 95 % interval, and the real executions per run.
+quality, mean over seeds with a 95 % interval, and the real executions per run; for the
+gated arms also ``[λ mean weight / λ̂ mean pooled slope]`` over every round of every run.
 
     python benchmarks/bench_fusion_regime.py [--seeds 32] [--rounds 60] [--arms anchors wmrl ppi]
         [--wm-gate evidence|off]
@@ -49,16 +50,27 @@ def main() -> None:
             if arm == "anchors" and quality != args.qualities[0]:
                 cells.append("″")  # anchors ignore the world model: same as the first row
                 continue
+            traces: list[list[dict]] = [[] for _ in range(args.seeds)]
             results = [
-                train(regime, arm, quality, seed, wm_gate=args.wm_gate)
+                train(regime, arm, quality, seed, traces[seed], wm_gate=args.wm_gate)
                 for seed in range(args.seeds)
             ]
             scores = np.array([score for score, _ in results])
             half = 1.96 * scores.std(ddof=1) / np.sqrt(scores.size)
-            cells.append(f"{scores.mean():.3f} ± {half:.3f} ({results[0][1]})")
+            cell = f"{scores.mean():.3f} ± {half:.3f} ({results[0][1]})"
+            if arm in ("wmrl", "ppi") and args.wm_gate == "evidence":
+                cell += gate_summary(traces)
+            cells.append(cell)
         rho = within_task_spearman(make_world(regime, quality, 0))
         print(f"| {quality} | {rho:.2f} | {' | '.join(cells)} |", flush=True)
     print(f"({args.seeds} seeds, {args.rounds} rounds, {time.perf_counter() - start:.0f} s)")
+
+
+def gate_summary(traces: list[list[dict]]) -> str:
+    """The gate's mean weight over the run and the mean ungated pooled slope behind it."""
+    weight = np.nanmean([m["wm_weight"] for trace in traces for m in trace])
+    slope = np.nanmean([m["wm_weight_estimate"] for trace in traces for m in trace])
+    return f" [λ {weight:.2f} / λ̂ {slope:.2f}]"
 
 
 if __name__ == "__main__":

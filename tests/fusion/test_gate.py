@@ -1,4 +1,10 @@
-"""The world model's weight: zero without evidence, near the regression slope with it."""
+"""The world model's weight: zero without evidence, near the regression slope with it.
+
+The coverage tests simulate 1,500 runs of 60 steps at once (two anchor groups of 8 per step,
+each its own cluster), with cluster scales shared by the calibrated scores and the noise —
+high-leverage clusters are also the noisy ones, where a plain cluster-robust standard error
+(CR1, the gate before issue 23) opened 0.10 (lognormal) and 0.17 (heavy tails) of the steps.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,13 @@ import numpy as np
 import pytest
 
 from wmrl_env.fusion import WorldModelGate
+from wmrl_env.fusion.gate import slope_bound
 
 GROUPS = np.repeat([0, 1], 8)  # two anchor groups of 8 per step
+RUNS, STEPS, DECAY = 1500, 60, 0.95
+# Monte-Carlo error: one step's rate over 1,500 runs has s.e. sqrt(p(1-p)/1500) = 0.0066 at
+# p = 0.07, so a single step may sit 4 s.e. above the 0.07 target: 0.097.
+PER_STEP_SLACK = 4 * np.sqrt(0.07 * 0.93 / RUNS)
 
 
 def fill(gate: WorldModelGate, rng, slope: float, steps: int) -> None:
@@ -18,31 +29,99 @@ def fill(gate: WorldModelGate, rng, slope: float, steps: int) -> None:
         gate.update(slope * f + rng.normal(size=16), f, GROUPS)
 
 
-def test_a_useless_world_model_gets_weight_zero_but_for_alpha_of_the_time() -> None:
-    """With no relation, ``P(weight > 0) = P(lower bound > 0) <= alpha`` (one-sided level);
-    over 400 independent replications the share must stay within 4 binomial s.e."""
-    alpha, n = 0.05, 400
-    rng = np.random.default_rng(0)
-    opened = []
-    for _ in range(n):
-        gate = WorldModelGate(window=16, alpha=alpha)
-        fill(gate, rng, slope=0.0, steps=16)
-        opened.append(gate.weight > 0)
-    share = np.mean(opened)
-    assert share <= alpha + 4 * np.sqrt(alpha * (1 - alpha) / n), share
+def simulated_weights(scales: str, slope: float, seed: int) -> np.ndarray:
+    """The gate's weight at steps 1..59 of ``RUNS`` runs, shape ``(RUNS, STEPS - 1)``."""
+    rng = np.random.default_rng(seed)
+    shape = (RUNS, STEPS, 2, 1)
+    if scales == "lognormal":
+        scale = rng.lognormal(0.0, 0.7, shape)
+    else:  # heavy tails: |t_2| scales (infinite variance) and t_5 noise
+        scale = np.abs(rng.standard_t(2, shape)) + 0.05
+    f = scale * rng.normal(size=(RUNS, STEPS, 2, 8))
+    f -= f.mean(-1, keepdims=True)
+    r = slope * f + scale * rng.standard_t(5, (RUNS, STEPS, 2, 8))
+    r -= r.mean(-1, keepdims=True)
+    sxy = (r * f).sum(-1).reshape(RUNS, -1)
+    sxx = (f * f).sum(-1).reshape(RUNS, -1)
+    weights = np.empty((RUNS, STEPS - 1))
+    for step in range(1, STEPS):  # the weight used at `step` pools steps 0..step-1
+        age = np.repeat(DECAY ** np.arange(step - 1, -1, -1.0), 2)
+        k = 2 * step
+        weights[:, step - 1] = slope_bound(sxy[:, :k] * age, sxx[:, :k] * age, 0.05).weight
+    return weights
+
+
+@pytest.mark.parametrize("scales", ["lognormal", "heavy"])
+def test_a_useless_world_model_opens_the_gate_at_most_7_percent_of_steps(scales: str) -> None:
+    opened = simulated_weights(scales, slope=0.0, seed=1) > 0
+    per_step = opened.mean(axis=0)
+    assert per_step.mean() <= 0.07, per_step.mean()
+    assert per_step.max() <= 0.07 + PER_STEP_SLACK, per_step.max()
+
+
+@pytest.mark.parametrize("scales", ["lognormal", "heavy"])
+def test_the_weight_stays_in_the_never_worse_range(scales: str) -> None:
+    """``lam* = 0.3``: the weight leaves ``[0, 2 lam*]`` at most 7 % of the steps. With
+    lognormal scales it keeps more than half of ``lam*`` on average over the run (the issue's
+    power target); with |t_2| scales it measured 0.116 (docs/fusion.md), not asserted."""
+    weights = simulated_weights(scales, slope=0.3, seed=2)
+    outside = (weights > 0.6).mean(axis=0)
+    assert outside.mean() <= 0.07, outside.mean()
+    assert outside.max() <= 0.07 + PER_STEP_SLACK, outside.max()
+    if scales == "lognormal":
+        assert weights.mean() > 0.15, weights.mean()
+
+
+def test_the_gate_computes_what_slope_bound_computes() -> None:
+    rng = np.random.default_rng(5)
+    gate = WorldModelGate(decay=0.9)
+    sums = []
+    for _ in range(6):
+        f = rng.normal(size=16)
+        r = 0.5 * f + rng.normal(size=16)
+        gate.update(r, f, GROUPS)
+        fc = f.reshape(2, 8) - f.reshape(2, 8).mean(1, keepdims=True)
+        rc = r.reshape(2, 8) - r.reshape(2, 8).mean(1, keepdims=True)
+        sums = [(a * 0.9, b * 0.9) for a, b in sums]
+        sums += [((rc * fc).sum(1)[i], (fc * fc).sum(1)[i]) for i in range(2)]
+    expected = slope_bound(np.array([a for a, _ in sums]), np.array([b for _, b in sums]), 0.05)
+    assert gate.estimate == pytest.approx(expected.estimate[0])
+    assert gate.weight == pytest.approx(expected.weight[0])
+    assert gate.num_clusters == 12
+
+
+def test_a_task_that_recurs_is_one_cluster() -> None:
+    """The same two tasks every step: two clusters, however many steps (issue 23, item 1:
+    the old gate counted each (step, group) as a cluster: 32 'independent' clusters)."""
+    rng = np.random.default_rng(6)
+    gate = WorldModelGate()
+    for _ in range(16):
+        f = rng.normal(size=16)
+        gate.update(f + rng.normal(size=16), f, GROUPS, clusters=np.repeat(["a", "b"], 8))
+    assert gate.num_clusters == 2
+    assert gate.dof < 2
+
+
+def test_design_weights_weigh_clusters() -> None:
+    f = np.tile(np.linspace(-1, 1, 8), 2)
+    r = np.concatenate([f[:8], -f[8:]])  # slope +1 in group 0, -1 in group 1
+    gate = WorldModelGate()
+    gate.update(r, f, GROUPS, weights=np.repeat([3.0, 1.0], 8))
+    assert gate.estimate == pytest.approx(0.5)  # (3 - 1) / (3 + 1)
 
 
 def test_an_informative_world_model_keeps_most_of_its_weight() -> None:
     rng = np.random.default_rng(1)
     weights, estimates = [], []
     for _ in range(100):
-        gate = WorldModelGate(window=16)
+        gate = WorldModelGate()
         fill(gate, rng, slope=0.8, steps=16)
         weights.append(gate.weight)
         estimates.append(gate.estimate)
     mean, se = np.mean(estimates), np.std(estimates, ddof=1) / 10
     assert abs(mean - 0.8) <= 4 * se  # the pooled slope is unbiased
-    assert 0.6 < np.mean(weights) < 0.8  # the bound costs about t * se = 0.1
+    # min(lam_hat, 2 LCB) <= lam_hat, and with this much evidence it is lam_hat nearly always
+    assert 0.95 * np.mean(estimates) < np.mean(weights) <= np.mean(estimates)
 
 
 def test_weight_is_clipped_and_needs_two_groups() -> None:
@@ -54,26 +133,30 @@ def test_weight_is_clipped_and_needs_two_groups() -> None:
     assert gate.weight == 1.0 and gate.estimate > 4
 
 
-def test_the_window_forgets_and_resumes_bit_identically() -> None:
+def test_old_evidence_decays_and_resumes_bit_identically() -> None:
     rng = np.random.default_rng(3)
-    gate = WorldModelGate(window=4)
+    gate = WorldModelGate(decay=0.5)
     fill(gate, rng, slope=1.0, steps=4)
     assert gate.weight > 0
     state = pickle.loads(pickle.dumps(gate.state_dict()))
-    fill(gate, rng, slope=0.0, steps=4)  # the informative steps age out
+    fill(gate, rng, slope=0.0, steps=12)  # the informative steps decay away
     assert gate.weight == pytest.approx(0.0, abs=0.3)
-    twin = WorldModelGate(window=4)
+    twin = WorldModelGate(decay=0.5)
     twin.load_state_dict(state)
     rng_a, rng_b = np.random.default_rng(4), np.random.default_rng(4)
     fill(twin, rng_a, slope=0.5, steps=2)
-    restored = WorldModelGate(window=4)
+    restored = WorldModelGate(decay=0.5)
     restored.load_state_dict(state)
     fill(restored, rng_b, slope=0.5, steps=2)
-    assert (twin.weight, twin.estimate) == (restored.weight, restored.estimate)
+    assert (twin.weight, twin.estimate, twin.num_clusters) == (
+        restored.weight,
+        restored.estimate,
+        restored.num_clusters,
+    )
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="window"):
-        WorldModelGate(window=0)
+    with pytest.raises(ValueError, match="decay"):
+        WorldModelGate(decay=0)
     with pytest.raises(ValueError, match="alpha"):
         WorldModelGate(alpha=0.7)

@@ -75,7 +75,11 @@ def test_gated_wmrl_shrinks_world_model_groups_by_the_weight_of_earlier_steps() 
         anchors = fusion.select_anchors(b.group_ids)
         out = fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, anchors))
         assert out.metrics["wm_weight"] == lam
-        np.testing.assert_allclose(out.rewards[~anchors], lam * out.calibrated[~anchors])
+        # world-model groups: mean_g f + lam (f - mean_g f), the shrunk prediction at the
+        # calibrated level (issue 23, item 4: it was lam * f, near 0 while the gate is shut)
+        level = np.repeat(out.calibrated.reshape(8, 4).mean(axis=1), 4)
+        expected = level + lam * (out.calibrated - level)
+        np.testing.assert_allclose(out.rewards[~anchors], expected[~anchors])
         assert (lam == 0.0) if step == 0 else (0.0 <= lam <= 1.0)  # no evidence at first
     assert fusion.wm_weight > 0.5  # a good world model earns its weight
 
@@ -343,4 +347,4 @@ def test_resume_mid_round_is_bit_identical(method: str) -> None:
         np.testing.assert_array_equal(want.advantages, got.advantages)
         np.testing.assert_array_equal(want.inclusion, got.inclusion)
         np.testing.assert_equal(want.metrics, got.metrics)  # NaN equals NaN here
-    assert straight.gate.num_groups > 0 and straight.wm_weight == paused.wm_weight
+    assert straight.gate.num_clusters > 0 and straight.wm_weight == paused.wm_weight

@@ -38,7 +38,8 @@ def test_kappa_tracks_the_oracle_ratio(wm_noise: float) -> None:
     oracle = world.oracle_kappa(rng)
     per_replication = []
     for seed in range(20):
-        fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=seed)
+        # the oracle is kappa of the stream f (lam = 1): the gate off, so that is the stream
+        fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=seed, wm_gate="off")
         outputs = [out for _, out in run(fusion, world, rng, steps=6)][2:]
         per_replication.append(np.mean([out.metrics["kappa_raw"] for out in outputs]))
     mean, se = mean_and_se(per_replication)

@@ -152,7 +152,8 @@ def test_seeding_determinism() -> None:
 
 
 def test_multi_step_episode_returns_add_up() -> None:
-    """Imagined episodes' rewards sum to the calibrated return, real ones' to the real return."""
+    """Imagined episodes' rewards sum to the shrunk calibrated return, real ones' to the real
+    return."""
     env = WorldModelWrapper(
         PointMassEnv(),
         PointMassModel(reward_bias=0.1),
@@ -169,8 +170,11 @@ def test_multi_step_episode_returns_add_up() -> None:
             obs, reward, terminated, truncated, info = env.step(np.sign(obs) * 0.5)
             total += reward
             done = terminated or truncated
-        expected = info["real_score"] if info["is_anchor"] else info["calibrated_score"]
-        assert total == pytest.approx(expected)
+        _, reals = env.fusion.calibrator.window_pairs()
+        level = reals.mean() if reals.size else info["calibrated_score"]
+        shrunk = level + info["wm_weight"] * (info["calibrated_score"] - level)
+        expected = info["real_score"] if info["is_anchor"] else shrunk
+        assert total == pytest.approx(expected) and total == pytest.approx(info["fused_reward"])
         if info["is_anchor"]:
             assert info["wm_score"] == pytest.approx(info["real_score"] + 0.4, abs=1e-5)
         seen.add(info["is_anchor"])
@@ -185,3 +189,39 @@ def test_bad_arguments() -> None:
     env = bandit()
     with pytest.raises(RuntimeError, match="reset"):
         env.step(0)
+
+
+class RandomWorldModel(BanditWorldModel):
+    """Uniform random scores: no information about the payoff."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(PAYOFF)
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, contexts, actions):
+        return self.rng.uniform(size=len(contexts))
+
+
+def _world_model_episodes(world_model, episodes: int = 1500) -> tuple[list, list, dict]:
+    env = bandit(p=0.3, world_model=world_model)
+    env.reset(seed=4)
+    rewards, calibrated = [], []
+    for episode in range(episodes):
+        env.reset()
+        _, reward, _, _, info = env.step(env.action_space.sample())
+        if episode >= episodes // 2 and not info["is_anchor"]:
+            rewards.append(reward)
+            calibrated.append(info["calibrated_score"])
+    return rewards, calibrated, info
+
+
+def test_the_wrapper_gates_a_useless_world_model_across_episodes() -> None:
+    """Issue 23, item 7: the wrapper used to report wm_weight 0 while handing out calibrated
+    world-model rewards at full weight. Now the gate (pooled across episodes) shrinks them:
+    a random world model's rewards sit at the level, an exact one keeps its weight."""
+    rewards, calibrated, info = _world_model_episodes(RandomWorldModel())
+    assert np.std(rewards) < 0.5 * np.std(calibrated)  # before: rewards == calibrated
+    assert info["wm_weight"] < 0.2
+    rewards, calibrated, info = _world_model_episodes(BanditWorldModel(PAYOFF, 0.5, 0.2))
+    assert info["wm_weight"] > 0.8
+    assert np.std(rewards) > 0.8 * np.std(calibrated)

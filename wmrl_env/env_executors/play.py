@@ -23,7 +23,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
-from wmrl_env.env_executors.child import WorkerDiedError
 from wmrl_env.executors.base import ExecResult, ExecStatus, new_job_id
 
 __all__ = [
@@ -177,8 +176,8 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
     """Play ``job`` in ``env``; returns the result and whether an episode is still running.
 
     Never raises for a failing env: an exception in ``reset``/``step``/``restore_snapshot`` is an
-    ``error`` result with the step it happened at (``crashed`` when the env's worker process
-    died), a non-finite reward ``invalid_output``.
+    ``error`` result with the step it happened at (also when the env's worker process died:
+    infrastructure, the outcome is unknown), a non-finite reward ``invalid_output``.
     The env must be discarded after an error (its state is unknown); the caller does that.
     """
     start = time.perf_counter()
@@ -222,8 +221,8 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
         return _failed(job, ExecStatus.ERROR, str(error), start, metadata, rewards), False
     except Exception as error:  # a failing env is a result, never an exception
         message = f"{where} raised {type(error).__name__}: {error}"
-        status = ExecStatus.CRASHED if isinstance(error, WorkerDiedError) else ExecStatus.ERROR
-        return _failed(job, status, message, start, metadata, rewards), False
+        # an env that raises or a worker that died: infrastructure, the outcome is unknown
+        return _failed(job, ExecStatus.ERROR, message, start, metadata, rewards), False
     metadata.update(
         observation=observation,
         info=info,

@@ -4,7 +4,8 @@ A :class:`ProcessWorker` owns one child process (holding an
 :class:`~wmrl_env.env_executors.pool.EnvPool`; started, asked and stopped through
 :class:`~wmrl_env.env_executors.child.ChildProcess`) and one thread that feeds it jobs one at
 a time. A job that outlives its timeout gets the child killed; a child that dies (a
-segfaulting simulator) is reported as ``crashed``. Either way the next job starts a fresh
+segfaulting simulator) is reported as ``error``, an infrastructure failure (the outcome of the
+job is unknown, so it is missing data, never a score). Either way the next job starts a fresh
 child, and only the envs of that child are lost.
 """
 
@@ -177,7 +178,7 @@ class ProcessWorker:
         except WorkerDiedError as error:
             self._child = None
             raise _WorkerFailure(
-                ExecStatus.CRASHED, f"{error}; it was restarted and {lost}"
+                ExecStatus.ERROR, f"{error}; it was restarted and {lost}"
             ) from None
         try:
             return child.receive(timeout_s, what=f"running a {kind}")
@@ -189,7 +190,7 @@ class ProcessWorker:
         except WorkerDiedError as error:
             self._child = None
             raise _WorkerFailure(
-                ExecStatus.CRASHED, f"{error}; it was restarted and {lost}"
+                ExecStatus.ERROR, f"{error}; it was restarted and {lost}"
             ) from None
 
     def _ensure_child(self) -> ChildProcess:
@@ -205,7 +206,7 @@ class ProcessWorker:
             if not ready:
                 code = child.stop()
                 raise _WorkerFailure(
-                    ExecStatus.CRASHED, f"{self._name} did not start (exit code {code})"
+                    ExecStatus.ERROR, f"{self._name} did not start (exit code {code})"
                 )
             self._child = child
         return self._child

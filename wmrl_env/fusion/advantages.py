@@ -5,7 +5,9 @@
 * ``"batch"`` (default): divided by one batch-level standard deviation of the centred values.
   A single scalar keeps the relative size of groups intact, so fusion weights and the
   PPI linearity survive the scaling.
-* ``"group"``: divided by each group's own standard deviation (classic GRPO).
+* ``"group"``: divided by each group's own standard deviation (classic GRPO), that of
+  ``scale_from`` where given (the natural rewards, so that a world model's weight or a
+  fusion weight folded into ``rewards`` is not divided out again).
 * ``"none"``: left as is.
 
 NaN rewards (failed executions) leave the group baseline and get advantage 0.
@@ -39,9 +41,10 @@ def group_advantages(
 ) -> np.ndarray:
     """Centre ``rewards`` within groups and scale; NaN rewards give 0.
 
-    ``scale_from`` (batch scaling only): the rewards whose centred standard deviation sets
+    ``scale_from``: the rewards whose centred standard deviation (batch or per group) sets
     the scale, when it should not be that of ``rewards`` themselves — PPI's anchor rewards
-    are scaled by ``1 / pi`` and would dominate it, shrinking every world-model group.
+    are scaled by ``1 / pi`` and would dominate it, and ``wmrl``'s shrunk world-model
+    groups divided by their own spread would lose the shrinkage.
 
     >>> groups = GroupIndex.from_ids([0, 0, 1, 1])
     >>> group_advantages(np.array([10.0, -10.0, 1.0, -1.0]), groups,
@@ -54,18 +57,18 @@ def group_advantages(
     centred = groups.centre(rewards, valid)
     if scaling == "none":
         return centred
+    if scale_from is None:
+        source, source_valid = centred, valid
+    else:
+        source_valid = ~np.isnan(scale_from)
+        source = groups.centre(scale_from, source_valid)
     if scaling == "batch":
-        if scale_from is None:
-            source, source_valid = centred, valid
-        else:
-            source_valid = ~np.isnan(scale_from)
-            source = groups.centre(scale_from, source_valid)
         n_valid = int(source_valid.sum())
         std = float(np.sqrt(np.sum(source**2) / max(n_valid - 1, 1)))
         return centred / std if std > EPSILON else centred
-    counts = groups.count(valid)
+    counts = groups.count(source_valid)
     with np.errstate(invalid="ignore", divide="ignore"):
-        group_var = groups.sum(centred**2) / np.maximum(counts - 1, 1)
+        group_var = groups.sum(source**2) / np.maximum(counts - 1, 1)
     group_std = np.sqrt(group_var)
     scale = np.where(group_std > EPSILON, group_std, 1.0)
     return centred / groups.broadcast(scale)

@@ -250,12 +250,18 @@ class OnlineCalibrator:
         return self.map(scores)
 
     def update(
-        self, wm_scores: np.ndarray, real_scores: np.ndarray, groups: np.ndarray | None = None
+        self,
+        wm_scores: np.ndarray,
+        real_scores: np.ndarray,
+        groups: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
     ) -> CalibrationUpdate:
         """Add one step's anchor pairs, refit, and cross-fit this step's pairs.
 
         ``groups`` labels each pair's group (default: each pair its own group); folds are
-        whole groups. With no pairs this step the window still ages and the map is refit.
+        whole groups. ``weights`` (default 1) are design weights, ``1 / pi`` under unequal
+        inclusion probabilities: the fit weighs each pair ``weight * decay ** age``. With no
+        pairs this step the window still ages and the map is refit.
         """
         s = np.asarray(wm_scores, dtype=np.float64)
         r = np.asarray(real_scores, dtype=np.float64)
@@ -264,6 +270,9 @@ class OnlineCalibrator:
         if not (np.isfinite(s).all() and np.isfinite(r).all()):
             raise ValueError("calibration pairs must be finite (drop failed executions first)")
         labels = np.arange(s.size) if groups is None else np.asarray(groups)
+        w = np.ones(s.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != s.shape or not (np.isfinite(w).all() and (w > 0).all()):
+            raise ValueError(f"weights must be {s.shape} positive finite numbers")
         if labels.shape != s.shape:
             raise ValueError(f"groups {labels.shape} must match the pairs {s.shape}")
         dense = GroupIndex.from_ids(labels).inverse if s.size else labels.astype(np.intp)
@@ -271,9 +280,10 @@ class OnlineCalibrator:
         previous = self.map if self._fitted else None
 
         window = self._window
-        positions = window.add(s, r, n_current_groups)
+        positions = window.add(s, r, n_current_groups, w)
         ws, wr = window.scores, window.reals
         ww = (self.decay ** np.arange(self.window, dtype=np.float64))[window.ages()]
+        ww = ww * window.weights
         newest = window.newest(at_least=SPEARMAN_PAIRS)
         rho = _sorted_spearman(ws, wr, newest)
         tie = TieBreak.for_data(ws, wr, self.tie_break) if ws.size else None

@@ -30,27 +30,41 @@ from wmrl_env.fusion.groups import GroupIndex
 
 
 def within_group_variances(
-    residuals: np.ndarray, real: np.ndarray, groups: np.ndarray, centre: bool = True
+    residuals: np.ndarray,
+    real: np.ndarray,
+    groups: np.ndarray,
+    centre: bool = True,
+    weights: np.ndarray | None = None,
 ) -> tuple[float, float, int]:
     """Pooled within-group variances ``(sigma2_e, sigma2_r, dof)`` over the given pairs.
 
-    With ``centre=False`` (groups of one, e.g. a single-env wrapper) the plain variances of
-    the residuals (about zero) and of the real rewards (about their mean) are returned.
+    ``weights`` (per pair, constant within a group; e.g. ``1 / pi``) weigh each group's sums
+    of squares and degrees of freedom, so oversampled groups do not dominate. With
+    ``centre=False`` (groups of one, e.g. a single-env wrapper) the plain variances of the
+    residuals (about zero) and of the real rewards (about their mean) are returned.
     """
     if residuals.size == 0:
         return float("nan"), float("nan"), 0
+    w = np.ones(residuals.size) if weights is None else np.asarray(weights, dtype=np.float64)
     if not centre:
         dof = residuals.size - 1
         if dof < 1:
             return float("nan"), float("nan"), 0
-        return float(np.mean(residuals**2)), float(np.var(real, ddof=1)), dof
+        mean_real = np.average(real, weights=w)
+        scale = w.sum() * dof / residuals.size
+        return (
+            float(np.dot(w, residuals**2) / w.sum()),
+            float(np.dot(w, (real - mean_real) ** 2) / scale),
+            dof,
+        )
     index = GroupIndex.from_ids(groups)
     dof = int(np.sum(index.sizes - 1))
     if dof < 1:
         return float("nan"), float("nan"), 0
     e = index.centre(residuals)
     r = index.centre(real)
-    return float(np.dot(e, e) / dof), float(np.dot(r, r) / dof), dof
+    weighted_dof = float(np.dot(index.mean(w), index.sizes - 1))
+    return float(np.dot(w * e, e) / weighted_dof), float(np.dot(w * r, r) / weighted_dof), dof
 
 
 class KappaEstimator:

@@ -80,11 +80,17 @@ def within_task_spearman(world: World) -> float:
 
 
 def train(
-    regime: Regime, arm: str, quality: str, seed: int, **fusion_args: Any
+    regime: Regime,
+    arm: str,
+    quality: str,
+    seed: int,
+    trace: list[dict[str, Any]] | None = None,
+    **fusion_args: Any,
 ) -> tuple[float, int]:
     """Train one policy; returns (final held-out score, real executions).
 
-    ``fusion_args`` go to :class:`RewardFusion` (e.g. ``wm_gate="off"``)."""
+    ``fusion_args`` go to :class:`RewardFusion` (e.g. ``wm_gate="off"``); ``trace``, when
+    given, receives each round's fusion metrics. Each group's task is its gate cluster."""
     world = make_world(regime, quality, seed)
     u, true = world.task_features, world.true_scores
     rng = np.random.default_rng(seed + 7)
@@ -115,7 +121,10 @@ def train(
         anchors = np.asarray(fusion.select_anchors(group_ids), bool)
         executions += int(anchors.sum())
         wm_in = None if arm == "anchors" else wm
-        out = fusion.step(group_ids, wm_in, np.where(anchors, real, np.nan))
+        clusters = np.repeat(tasks, g_size)
+        out = fusion.step(group_ids, wm_in, np.where(anchors, real, np.nan), clusters=clusters)
+        if trace is not None:
+            trace.append(out.metrics)
         advantages = out.advantages.reshape(n_groups, g_size)
         grad = np.zeros_like(theta)
         for i in range(n_groups):

@@ -122,6 +122,7 @@ class _Batch:
     wm_valid: np.ndarray
     is_anchor: np.ndarray
     pi: np.ndarray
+    clusters: np.ndarray | None = None
 
 
 class RewardFusion:
@@ -131,18 +132,21 @@ class RewardFusion:
         method: one of ``"real"``, ``"wm"``, ``"debias"``, ``"denoise"``, ``"wmrl"``, ``"ppi"``.
         anchor_fraction: share of groups executed for real by :meth:`select_anchors`.
         min_anchor_groups: fewest anchor groups per batch.
-        advantage_scaling: ``"batch"`` (default), ``"group"`` (classic GRPO) or ``"none"``.
+        advantage_scaling: ``"batch"`` (default), ``"group"`` (classic GRPO: each group
+            divided by the standard deviation of its *natural* rewards, real or calibrated,
+            so ``lam`` and the weights survive; refused for ``ppi``, whose ``1 / pi``
+            rectification no per-group scale can keep unbiased) or ``"none"``.
         seed: seeds the anchor draw (a ``np.random.Generator`` of its own).
         window, decay, min_pairs, n_folds: calibration (see :class:`OnlineCalibrator`).
         kappa_max, kappa_smoothing: denoising (see :class:`KappaEstimator`).
         uniform_mix: share of uniform probability in priority-driven anchor selection.
         wm_gate: ``"evidence"`` (default): the world model's weight ``lam`` (``wmrl``: its
-            groups' calibrated scores are shrunk to ``lam * f(s)``; ``ppi``: the power-tuning
-            ``lam``) is the lower confidence bound of the regression slope of real on
-            calibrated centred scores pooled over ``gate_window`` steps
+            groups' calibrated scores are shrunk to ``mean_g f + lam (f - mean_g f)``;
+            ``ppi``: the power-tuning ``lam``) is ``clip(min(lam_hat, 2 LCB), 0, 1)`` of the
+            regression slope of real on calibrated centred scores pooled over the run
             (:class:`WorldModelGate`), 0 without clear evidence. ``"off"``: ``wmrl`` uses
             ``lam = 1`` and ``ppi`` the slope of the current step alone (the earlier design).
-        gate_window, gate_alpha: steps pooled and one-sided level of the gate's bound.
+        gate_decay, gate_alpha: the gate's weight per step of age and one-sided level.
         monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
         centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
             one, e.g. a single-env wrapper).
@@ -163,7 +167,7 @@ class RewardFusion:
         kappa_smoothing: float = 0.3,
         uniform_mix: float = 0.5,
         wm_gate: str = "evidence",
-        gate_window: int = 16,
+        gate_decay: float = 0.95,
         gate_alpha: float = 0.05,
         monitor_window: int = 16,
         monitor_alpha: float = 0.001,
@@ -177,6 +181,13 @@ class RewardFusion:
             raise ValueError(f"min_anchor_groups must be >= 0, got {min_anchor_groups}")
         if advantage_scaling not in SCALINGS:
             raise ValueError(f"advantage_scaling must be one of {SCALINGS}")
+        if method == "ppi" and advantage_scaling == "group":
+            raise ValueError(
+                "advantage_scaling='group' cannot be used with method 'ppi': dividing each group "
+                "by its own standard deviation undoes the 1/pi rectification (the advantages' "
+                "expectation over the anchor draw is no longer the all-real one); use 'batch' "
+                "(one scalar, PPI-safe) or 'none'"
+            )
         if wm_gate not in GATES:
             raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
         self.method = method
@@ -191,7 +202,7 @@ class RewardFusion:
         self.kappa_estimator = KappaEstimator(
             kappa_max=kappa_max, smoothing=kappa_smoothing, centre=centre_groups
         )
-        self.gate = WorldModelGate(window=gate_window, alpha=gate_alpha)
+        self.gate = WorldModelGate(decay=gate_decay, alpha=gate_alpha)
         self.monitor = GapMonitor(window=monitor_window, alpha=monitor_alpha)
         self.step_lambda = 1.0  # wm_gate="off", ppi: the last per-step power-tuned lambda
         self.step_count = 0
@@ -265,8 +276,18 @@ class RewardFusion:
         failed: np.ndarray | None = None,
         wm_valid: np.ndarray | None = None,
         inclusion_probabilities: np.ndarray | None = None,
+        clusters: Sequence[Any] | np.ndarray | None = None,
     ) -> FusionOutput:
         """Fuse one batch and end the round. ``real_scores`` is NaN where not executed.
+
+        Failures: a program's own failure (crash, timeout, out of memory, invalid output) is
+        an outcome — pass it as a real score (``failure_score``, e.g. with
+        :func:`~wmrl_env.executors.outcome_score`); ``failed`` marks *infrastructure*
+        failures only (the score is unknown: left out of the baseline, advantage 0).
+
+        ``clusters`` (optional, per trajectory, constant within a group): the task each group
+        belongs to (e.g. its context or task id); the gate counts a task that recurs across
+        steps as one cluster. Default: each (step, group) its own cluster.
 
         Inclusion probabilities come from the round's :meth:`select_anchors` /
         :meth:`force_anchors` (a group with real scores that was neither drawn nor forced is
@@ -286,7 +307,7 @@ class RewardFusion:
         ``reward_mean``.
         """
         batch = self._validate(
-            group_ids, wm_scores, real_scores, failed, wm_valid, inclusion_probabilities
+            group_ids, wm_scores, real_scores, failed, wm_valid, inclusion_probabilities, clusters
         )
         # lam and (for exact PPI) the map come from earlier steps only, so they are
         # independent of this step's anchor draw
@@ -296,7 +317,14 @@ class RewardFusion:
         pair = batch.is_anchor & ~batch.failed & batch.wm_valid
         fit = None
         if batch.wm is not None and self.method != "wm":  # every step ages the window
-            fit = self.observe_anchors(batch.wm[pair], batch.real[pair], batch.groups.inverse[pair])
+            cluster_labels = None if batch.clusters is None else batch.clusters[pair]
+            fit = self.observe_anchors(
+                batch.wm[pair],
+                batch.real[pair],
+                batch.groups.inverse[pair],
+                clusters=cluster_labels,
+                weights=1.0 / batch.pi[pair],
+            )
         calibrated = np.full(batch.real.shape, np.nan)
         if batch.wm is not None:
             current = prior_map if exact_ppi else self.calibrator.map
@@ -320,6 +348,8 @@ class RewardFusion:
         else:
             weights = np.ones(batch.real.shape)
         scale_from = self._natural_rewards(batch, calibrated)
+        if self.method == "wmrl":
+            rewards = self._at_natural_level(rewards, scale_from, batch.groups)
         advantages = group_advantages(rewards, batch.groups, self.advantage_scaling, scale_from)
         advantages *= weights
         self.step_count += 1
@@ -344,27 +374,46 @@ class RewardFusion:
         wm_scores: np.ndarray,
         real_scores: np.ndarray,
         groups: np.ndarray | None = None,
+        *,
+        clusters: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
     ) -> AnchorFit:
         """Learn from one step's anchor pairs: calibrate, cross-fit, update ``kappa``, the
         world model's weight and the reward-hacking monitor. :meth:`step` calls it; call it
         directly where the rewards are assembled elsewhere (a single-env wrapper).
 
-        ``groups`` labels each pair's group (default: each pair its own group). No pairs
-        still counts as a step: the calibration window and the gate's window age.
+        ``groups`` labels each pair's group (default: each pair its own group); ``clusters``
+        each pair's task (see :meth:`step`); ``weights`` each pair's design weight (``1 / pi``
+        of its group: the calibration map, ``kappa`` and the gate are fitted with them, so
+        oversampled groups do not dominate). With ``centre_groups=False`` (groups of one) the
+        gate centres each call's pairs together: one call is one cluster. No pairs still
+        counts as a step: the calibration window and the gate's pool age.
         """
+        lam = self.wm_weight  # the weight of the stream this step uses (fixed before it)
         wm = np.asarray(wm_scores, dtype=np.float64)
         real = np.asarray(real_scores, dtype=np.float64)
         labels = np.arange(wm.size) if groups is None else np.asarray(groups)
-        update = self.calibrator.update(wm, real, labels)
+        w = np.ones(wm.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != wm.shape or not (np.isfinite(w).all() and (w > 0).all()):
+            raise ValueError(f"weights must be {wm.shape} positive finite numbers")
+        update = self.calibrator.update(wm, real, labels, weights=w)
         cross_fitted = update.cross_fitted
         known = ~np.isnan(cross_fitted)
-        r, f, g = real[known], cross_fitted[known], labels[known]
-        variances = within_group_variances(r - f, r, g, self.kappa_estimator.centre)
+        r, f, g, wk = real[known], cross_fitted[known], labels[known], w[known]
+        centre = self.kappa_estimator.centre
+        # kappa weighs the stream actually used: f shrunk by lam towards its level (within a
+        # group the level cancels: lam * f~; for groups of one it is the pairs' mean)
+        used = f.mean() + lam * (f - f.mean()) if self.method == "wmrl" and f.size else f
+        variances = within_group_variances(r - used, r, g, centre, weights=wk)
         if self.method == "denoise":  # the raw world model is the stream being weighed
-            self.kappa_estimator.update(real - wm, real, labels)
+            self.kappa_estimator.fold_in(
+                *within_group_variances(real - wm, real, labels, centre, weights=w)
+            )
         elif self.method == "wmrl":
             self.kappa_estimator.fold_in(*variances)
-        self.gate.update(r, f, g)
+        gate_groups = g if centre else np.zeros(g.size, dtype=np.intp)
+        gate_clusters = None if clusters is None else np.asarray(clusters, dtype=object)[known]
+        self.gate.update(r, f, gate_groups, gate_clusters, wk)
         gap = float(np.mean(f - r)) if r.size else float("nan")
         reading = GapReading(math.nan, math.nan, False)
         if self.method in MONITORED_METHODS:
@@ -413,8 +462,24 @@ class RewardFusion:
             return np.where(batch.is_anchor & ~batch.wm_valid, real / batch.pi, rewards)
         wm_stream = batch.wm if self.method == "denoise" else calibrated
         if self.method == "wmrl":
-            wm_stream = lam * wm_stream  # centred in its group: the shrunk prediction lam * f~
+            wm_stream = lam * wm_stream  # the shrunk prediction lam * f~ (level set later)
         return np.where(batch.is_anchor, real, wm_stream)
+
+    @staticmethod
+    def _at_natural_level(
+        rewards: np.ndarray, natural: np.ndarray | None, groups: GroupIndex
+    ) -> np.ndarray:
+        """Each group's rewards moved to the level of its natural rewards (real mean on
+        anchors, calibrated mean elsewhere), deviations kept: ``wmrl``'s world-model groups
+        get ``mean_g f + lam (f - mean_g f)``, so a critic or ``reward_mean`` sees scores on
+        the real scale. Group-centred advantages are unchanged. (``ppi`` keeps its rewards,
+        unbiased per trajectory over the draw, whose anchor levels swing by ``1 / pi``.)"""
+        if natural is None:
+            return rewards
+        valid = ~np.isnan(rewards)
+        level = groups.broadcast(groups.mean(natural, ~np.isnan(natural)))
+        moved = groups.centre(rewards, valid) + level
+        return np.where(valid & np.isfinite(level), moved, rewards)
 
     def _natural_rewards(self, batch: _Batch, calibrated: np.ndarray) -> np.ndarray | None:
         """The rewards whose spread sets the batch scale of the advantages: real on anchors,
@@ -459,6 +524,8 @@ class RewardFusion:
             "wm_weight": lam,
             "wm_weight_estimate": self.gate.estimate,
             "wm_weight_se": self.gate.standard_error,
+            "wm_weight_dof": self.gate.dof,
+            "gate_clusters": self.gate.num_clusters,
             "anchor_gap": fit.gap if fit is not None else nan,
             "anchor_gap_trend": monitor.trend,
             "anchor_gap_trend_t": monitor.t_statistic,
@@ -474,9 +541,18 @@ class RewardFusion:
         failed: np.ndarray | None,
         wm_valid: np.ndarray | None,
         inclusion_probabilities: np.ndarray | None,
+        clusters: Sequence[Any] | np.ndarray | None = None,
     ) -> _Batch:
         groups = GroupIndex.from_ids(group_ids)
         n = groups.inverse.size
+        cluster_labels = None
+        if clusters is not None:
+            labels = list(clusters)
+            if len(labels) != n:
+                raise ValueError(f"clusters has {len(labels)} entries, expected {n} like group_ids")
+            cluster_labels = np.empty(n, dtype=object)
+            for i, label in enumerate(labels):
+                cluster_labels[i] = label
         real = _as_float("real_scores", real_scores, n)
         if np.isinf(real).any():
             raise ValueError(
@@ -518,7 +594,7 @@ class RewardFusion:
                 "was not executed: execute that group for real"
             )
         pi = self._inclusion(group_ids, groups, anchored, inclusion_probabilities)
-        return _Batch(groups, wm, real, failed, wm_valid, is_anchor, pi)
+        return _Batch(groups, wm, real, failed, wm_valid, is_anchor, pi, cluster_labels)
 
     def _inclusion(
         self,

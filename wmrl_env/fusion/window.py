@@ -35,6 +35,7 @@ class SortedPairWindow:
         self.steps = steps
         self.scores = np.empty(0)
         self.reals = np.empty(0)
+        self.weights = np.empty(0)  # design weights (1 / pi), 1 by default
         self.stamps = np.empty(0, dtype=np.int64)
         self.clock = 0  # stamp of the newest step
         self.groups_per_step: deque[int] = deque(maxlen=steps)
@@ -51,12 +52,21 @@ class SortedPairWindow:
         """Steps since each pair was added (0 for the newest step)."""
         return self.clock - self.stamps
 
-    def add(self, scores: np.ndarray, reals: np.ndarray, num_groups: int = 0) -> np.ndarray:
-        """Start a new step with these pairs; returns where each landed in the sorted arrays."""
+    def add(
+        self,
+        scores: np.ndarray,
+        reals: np.ndarray,
+        num_groups: int = 0,
+        weights: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Start a new step with these pairs (with design ``weights``, default 1); returns
+        where each landed in the sorted arrays."""
+        weights = np.ones(scores.size) if weights is None else weights
         self.clock += 1
         self.groups_per_step.append(num_groups)
         keep = self.stamps > self.clock - self.steps
         old_scores, old_reals, old_stamps = self.scores[keep], self.reals[keep], self.stamps[keep]
+        old_weights = self.weights[keep]
 
         order = np.argsort(scores, kind="stable")
         new_scores = scores[order]
@@ -66,9 +76,11 @@ class SortedPairWindow:
         is_new[slots] = True
         self.scores = np.empty(total)
         self.reals = np.empty(total)
+        self.weights = np.empty(total)
         self.stamps = np.empty(total, dtype=np.int64)
         self.scores[slots], self.scores[~is_new] = new_scores, old_scores
         self.reals[slots], self.reals[~is_new] = reals[order], old_reals
+        self.weights[slots], self.weights[~is_new] = weights[order], old_weights
         self.stamps[slots], self.stamps[~is_new] = self.clock, old_stamps
         positions = np.empty(order.size, dtype=np.intp)
         positions[order] = slots
@@ -86,6 +98,7 @@ class SortedPairWindow:
         return {
             "scores": self.scores.copy(),
             "reals": self.reals.copy(),
+            "weights": self.weights.copy(),
             "stamps": self.stamps.copy(),
             "clock": self.clock,
             "groups_per_step": list(self.groups_per_step),
@@ -94,6 +107,7 @@ class SortedPairWindow:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.scores = np.array(state["scores"], dtype=np.float64)
         self.reals = np.array(state["reals"], dtype=np.float64)
+        self.weights = np.array(state.get("weights", np.ones(self.reals.size)), dtype=np.float64)
         self.stamps = np.array(state["stamps"], dtype=np.int64)
         self.clock = int(state["clock"])
         self.groups_per_step = deque(state["groups_per_step"], maxlen=self.steps)

@@ -43,12 +43,21 @@ class GRPOConfig:
     ent_coef: float = field(default=0.0, metadata={"help": "entropy bonus coefficient"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient-norm clip"})
     seed: int = field(default=0, metadata={"help": "seed of the first reset (group starts)"})
+    max_rounds_without_real: int = field(
+        default=5,
+        metadata={
+            "help": "rounds in a row whose anchors all lack a real result before training "
+            "stops with an error (0: never)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.update_epochs < 1:
             raise ValueError("iterations and update_epochs must be >= 1")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.max_rounds_without_real < 0:
+            raise ValueError("max_rounds_without_real must be >= 0")
         if not 0 < self.clip_coef < 1:
             raise ValueError(f"clip_coef must be in (0, 1), got {self.clip_coef}")
 
@@ -143,9 +152,11 @@ def train(
     """
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
     history: list[dict[str, Any]] = []
+    blind_rounds = 0  # rounds in a row whose anchors returned no real result
     for iteration in range(config.iterations):
         rollout = collect_rollout(envs, policy, seed=config.seed if iteration == 0 else None)
         info = rollout.final_info
+        blind_rounds = _count_blind_rounds(info, blind_rounds, config.max_rounds_without_real)
         advantages = np.asarray(info["advantage"], dtype=np.float32)
         if not np.isfinite(advantages).all():
             raise ValueError("the env returned non-finite advantages")
@@ -192,6 +203,26 @@ def _log_row(
         **stats,
         "fusion": batch,  # every batch diagnostic of the round's last step
     }
+
+
+def _count_blind_rounds(info: dict[str, Any], blind_rounds: int, limit: int) -> int:
+    """Rounds in a row whose anchors all lack a real result, this one included; raises at
+    ``limit`` (rounds without anchors, e.g. method ``wm``, neither count nor reset it)."""
+    is_anchor = np.asarray(info.get("is_anchor", ()), dtype=bool)
+    if not is_anchor.any():
+        return blind_rounds
+    real = np.asarray(info["real_score"], dtype=np.float64)[is_anchor]
+    if np.isfinite(real).any():
+        return 0
+    blind_rounds += 1
+    if limit and blind_rounds >= limit:
+        statuses = sorted(set(np.asarray(info.get("exec_status", ()))[is_anchor].tolist()))
+        raise RuntimeError(
+            f"no anchor has returned a real result for {blind_rounds} rounds (statuses of "
+            f"the last: {statuses}): training would go on without real signal. Check the "
+            "executor; GRPOConfig.max_rounds_without_real sets this limit"
+        )
+    return blind_rounds
 
 
 def _nanmean(values: Any) -> float:

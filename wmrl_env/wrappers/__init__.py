@@ -5,7 +5,13 @@
 """
 
 from wmrl_env.wrappers.info import batch_diagnostics
+from wmrl_env.wrappers.rounds import InfrastructureFailureError
 from wmrl_env.wrappers.single import WorldModelWrapper
 from wmrl_env.wrappers.vector import WorldModelVectorEnv
 
-__all__ = ["WorldModelVectorEnv", "WorldModelWrapper", "batch_diagnostics"]
+__all__ = [
+    "InfrastructureFailureError",
+    "WorldModelVectorEnv",
+    "WorldModelWrapper",
+    "batch_diagnostics",
+]

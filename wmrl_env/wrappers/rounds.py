@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,51 @@ from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.starts import GroupStarts
 
-__all__ = ["NOT_EXECUTED", "RealRecord", "Round", "RoundSetup", "StepOutput"]
+__all__ = [
+    "NOT_EXECUTED",
+    "InfrastructureFailureError",
+    "InfrastructureHealth",
+    "RealRecord",
+    "Round",
+    "RoundSetup",
+    "StepOutput",
+]
 
 NOT_EXECUTED = "not_executed"
+
+
+class InfrastructureFailureError(RuntimeError):
+    """Real execution keeps failing in the infrastructure (dead workers, a daemon that is
+    down): training would carry on with no real signal."""
+
+
+class InfrastructureHealth:
+    """Counts consecutive infrastructure failures over every real execution of an env;
+    ``limit`` in a row raise :class:`InfrastructureFailureError` (0: never).
+
+    >>> from wmrl_env.executors.base import ExecResult, ExecStatus
+    >>> health = InfrastructureHealth(limit=2)
+    >>> health.record([ExecResult("a", ExecStatus.ERROR), ExecResult("b", ExecStatus.CRASHED)])
+    >>> health.streak
+    0
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError(f"max_infrastructure_failures must be >= 0, got {limit}")
+        self.limit = limit
+        self.streak = 0
+
+    def record(self, results: Sequence[ExecResult]) -> None:
+        for result in results:
+            self.streak = self.streak + 1 if result.status.is_infrastructure_failure else 0
+            if self.limit and self.streak >= self.limit:
+                raise InfrastructureFailureError(
+                    f"{self.streak} real executions in a row failed in the infrastructure "
+                    f"(last: {result.message or result.status.value!r}): no real signal reaches "
+                    "the fusion. Check the executor (workers, sandbox daemon, pool start-up); "
+                    "max_infrastructure_failures sets this limit"
+                )
 
 
 @dataclass
@@ -41,6 +84,8 @@ class RoundSetup:
     fusion: RewardFusion
     score_range: tuple[float, float] | None = None
     failed_reward: float = math.nan
+    failure_score: float = math.nan  # a program failure's real score (NaN: left out)
+    health: InfrastructureHealth | None = None
 
 
 @dataclass
@@ -55,11 +100,25 @@ class StepOutput:
 
 
 class RealRecord:
-    """Per env: the real score (sum of real rewards), failure, status and seconds so far."""
+    """Per env: the real score (sum of real rewards), failure, status and seconds so far.
 
-    def __init__(self, num_envs: int) -> None:
+    A program failure (crash, timeout, out of memory, invalid output) is an outcome: the
+    episode's real score is ``failure_score`` (``program_failed``). An infrastructure failure
+    (``error``: the env raised, a worker died) is missing data: ``failed``, score NaN. With a
+    NaN ``failure_score`` program failures are left out like infrastructure ones.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        failure_score: float = math.nan,
+        health: InfrastructureHealth | None = None,
+    ) -> None:
+        self.failure_score = float(failure_score)
+        self.health = health
         self.score = np.full(num_envs, np.nan)
         self.failed = np.zeros(num_envs, dtype=bool)
+        self.program_failed = np.zeros(num_envs, dtype=bool)
         self.status = np.full(num_envs, NOT_EXECUTED, dtype="<U16")
         self.message = np.full(num_envs, "", dtype=object)
         self.seconds = np.zeros(num_envs)
@@ -68,9 +127,20 @@ class RealRecord:
         """Fold in a real job played by env ``index`` (one job per step in multi-step tasks)."""
         self.status[index] = result.status.value
         self.seconds[index] += result.exec_seconds
-        if self.failed[index]:
+        if self.failed[index] or self.program_failed[index]:
+            return
+        if result.status.is_program_failure and not math.isnan(self.failure_score):
+            self.program_failed[index] = True
+            self.score[index] = self.failure_score
+            self.message[index] = result.message
             return
         if not result.ok:
+            if result.status.is_program_failure:
+                warnings.warn(
+                    f"a program failure ({result.status.value}) is left out of the rewards: "
+                    "pass failure_score (or score_range) so that failures are scored as failures",
+                    stacklevel=2,
+                )
             self.failed[index] = True
             self.score[index] = np.nan
             self.message[index] = result.message
@@ -81,6 +151,8 @@ class RealRecord:
     def add_all(self, indices: Sequence[int], results: Sequence[ExecResult]) -> None:
         for index, result in zip(indices, results, strict=True):
             self.add(index, result)
+        if self.health is not None:
+            self.health.record(results)
 
 
 class Round(abc.ABC):
@@ -89,7 +161,7 @@ class Round(abc.ABC):
     def __init__(self, setup: RoundSetup) -> None:
         self.setup = setup
         n = setup.layout.num_envs
-        self.real = RealRecord(n)
+        self.real = RealRecord(n, setup.failure_score, setup.health)
         self.anchors = setup.anchors  # the drawn anchors (an outcome round may draw at step)
         self.done = False
         self.start_mismatches = 0
@@ -110,6 +182,7 @@ class Round(abc.ABC):
             real.score,
             failed=real.failed,
             wm_valid=wm_valid,
+            clusters=self.clusters(),
         )
         self.done = True
         add_per_env(
@@ -123,6 +196,7 @@ class Round(abc.ABC):
             advantage=out.advantages,
             fused_reward=out.rewards,
             inclusion_probability=out.inclusion,
+            program_failed=real.program_failed.copy(),
         )
         metrics = {key: value for key, value in out.metrics.items() if np.ndim(value) == 0}
         metrics["kappa"] = out.kappa
@@ -131,9 +205,25 @@ class Round(abc.ABC):
             setup.layout.num_envs,
             **metrics,
             n_forced_anchor_groups=int(setup.layout.groups_of(out.is_anchor & ~self.anchors).sum()),
+            n_program_failures=int(real.program_failed.sum()),
             start_mismatches=self.start_mismatches,
         )
         return np.where(real.failed, setup.failed_reward, out.rewards)
+
+    def clusters(self) -> list[Any] | None:
+        """Per env, its group's task for the fusion's gate: the reset info's ``task_id``, else
+        a discrete context (an int or str observation); ``None`` (each group its own cluster)
+        when a group has neither."""
+        labels = []
+        starts = self.setup.starts
+        for observation, info in zip(starts.observations, starts.infos, strict=True):
+            task = (info or {}).get("task_id")
+            if task is None and isinstance(observation, (int, str, np.integer, np.str_)):
+                task = observation
+            if task is None:
+                return None
+            labels.append(task.item() if isinstance(task, np.generic) else task)
+        return self.setup.layout.expand(labels)
 
     def real_info(self, info: dict[str, Any]) -> None:
         """Per-env execution status so far (``exec_status``, messages, seconds)."""

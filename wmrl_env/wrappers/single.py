@@ -3,16 +3,21 @@
 For users with one env and a non-group RL library (SB3's PPO, SAC, ...). Each episode is an
 anchor with probability ``anchor_probability``: anchor episodes run in the real env, the
 others are answered by the world model. Every ``pairs_per_update`` anchor episodes go to
-:meth:`RewardFusion.observe_anchors` — the fusion's own calibrate -> cross-fit -> kappa
-sequence, with groups of one — and the world model's scores are calibrated by the fusion's
-map; ``info["weight"]`` carries the inverse-variance weight of the episode's reward stream.
+:meth:`RewardFusion.observe_anchors` — the fusion's own calibrate -> cross-fit -> kappa ->
+gate sequence, with groups of one — and the world model's scores are calibrated by the
+fusion's map and shrunk by its gate: a world-model episode returns
+``level + lam * (f(s) - level)`` (``level``: the mean real score of the calibration window;
+``lam``: :class:`~wmrl_env.fusion.WorldModelGate`'s weight, pooled across episodes, each
+update one cluster), so a useless world model hands out the level, not noise.
+``info["wm_weight"]`` is that ``lam``; ``info["weight"]`` the inverse-variance weight of the
+episode's reward stream.
 
 * Outcome tasks (``predict(contexts, artifacts)``): one step; the context is the observation
-  the env returned at reset. A world-model episode returns the calibrated score as reward.
+  the env returned at reset. A world-model episode returns the shrunk calibrated score.
 * Multi-step tasks (``predict_step``): world-model episodes are imagined by the model from the
   real reset observation and get the model's per-step rewards; at their last step the reward
-  also carries the calibration correction ``f(S) - S`` of the episode's return ``S``, so the
-  episode's return is the calibrated score. Anchor episodes step the real env while the model
+  also carries the correction from the episode's return ``S`` to its shrunk calibrated score,
+  so the episode's return is that score. Anchor episodes step the real env while the model
   shadows them with the same actions, which gives the (world-model, real) return pair.
 
 An invalid prediction sends the episode to the real env (outcome: the step is executed;
@@ -73,7 +78,7 @@ class WorldModelWrapper(
         >>> obs, info = env.reset(seed=1)
         >>> obs, reward, terminated, truncated, info = env.step(obs)
         >>> terminated, sorted(info)[:4]
-        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'is_anchor'])
+        (True, ['anchor_probability', 'calibrated_score', 'exec_status', 'fused_reward'])
     """
 
     def __init__(
@@ -239,7 +244,7 @@ class WorldModelWrapper(
             if episode.wm_valid:
                 self._add_pair(episode.wm_return, real_score)
         elif episode.wm_valid:
-            episode_return = calibrated
+            episode_return = self._shrunk(calibrated)
         else:
             episode_return = self.failed_reward
         reward = episode_return - episode.paid
@@ -256,10 +261,21 @@ class WorldModelWrapper(
                 "wm_score": episode.wm_return,
                 "wm_valid": episode.wm_valid,
                 "calibrated_score": calibrated,
+                "wm_weight": self.fusion.wm_weight,
+                "fused_reward": episode_return,
                 "real_score": real_score,
                 "exec_status": episode.status,
             },
         )
+
+    def _shrunk(self, calibrated: float) -> float:
+        """``level + lam * (f - level)``: the calibrated score shrunk by the gate's weight
+        towards the mean real score of the calibration window (``f`` itself before any)."""
+        _, reals = self.fusion.calibrator.window_pairs()
+        if reals.size == 0:
+            return calibrated
+        level = float(reals.mean())
+        return level + self.fusion.wm_weight * (calibrated - level)
 
     def _add_pair(self, wm_score: float, real_score: float) -> None:
         """Buffer an anchor pair; every ``pairs_per_update`` pairs, the fusion learns from them."""

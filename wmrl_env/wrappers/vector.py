@@ -27,7 +27,7 @@ from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.info import add_per_env
 from wmrl_env.wrappers.outcome import OutcomeRound
-from wmrl_env.wrappers.rounds import Round, RoundSetup
+from wmrl_env.wrappers.rounds import InfrastructureHealth, Round, RoundSetup
 from wmrl_env.wrappers.starts import reset_groups
 from wmrl_env.wrappers.world_model_calls import task_kind
 
@@ -57,8 +57,16 @@ class WorldModelVectorEnv(VectorEnv):
         max_episode_steps: episode limit of world-model episodes in multi-step tasks; default
             the env spec's ``max_episode_steps``.
         score_range: ``(low, high)``: world-model scores outside it count as invalid.
-        failed_reward: reward handed out for a failed real execution (the fusion's reward is
-            NaN there and its advantage 0); pass a number for learners that cannot take NaN.
+        failed_reward: reward handed out for a real execution that failed in the
+            infrastructure (the fusion's reward is NaN there and its advantage 0); pass a
+            number for learners that cannot take NaN.
+        failure_score: the real score of a program failure (crash, timeout, out of memory,
+            invalid output: the action's own fault), which is then a calibration pair like
+            any score; default ``score_range``'s low end, else program failures are left out
+            (with a warning). Infrastructure failures (``error``, a dead worker) stay missing.
+        max_infrastructure_failures: real executions failing in the infrastructure in a row
+            before ``step`` raises :class:`~wmrl_env.wrappers.rounds.InfrastructureFailureError`
+            (0: never).
         update_world_model: feed the anchors' real scores to ``world_model.update`` (outcome
             tasks, when the world model has that method).
         anchor_priority: ``"uniform"`` (default: anchors drawn at ``reset``) or
@@ -105,6 +113,8 @@ class WorldModelVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         score_range: tuple[float, float] | None = None,
         failed_reward: float = math.nan,
+        failure_score: float | None = None,
+        max_infrastructure_failures: int = 32,
         update_world_model: bool = True,
         anchor_priority: str = "uniform",
     ) -> None:
@@ -132,6 +142,10 @@ class WorldModelVectorEnv(VectorEnv):
             raise ValueError(f"score_range must be (low, high) with low < high, got {score_range}")
         self.score_range = score_range
         self.failed_reward = float(failed_reward)
+        if failure_score is None:
+            failure_score = score_range[0] if score_range is not None else math.nan
+        self.failure_score = float(failure_score)
+        self.health = InfrastructureHealth(max_infrastructure_failures)
         self.update_world_model = update_world_model
         if isinstance(executor, GymEnvExecutor):
             self.executor = executor
@@ -200,6 +214,8 @@ class WorldModelVectorEnv(VectorEnv):
             fusion=self.fusion,
             score_range=self.score_range,
             failed_reward=self.failed_reward,
+            failure_score=self.failure_score,
+            health=self.health,
         )
         if self.kind == "outcome":
             self._round = OutcomeRound(setup, self.update_world_model)
