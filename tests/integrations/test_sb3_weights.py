@@ -47,15 +47,18 @@ def test_weighted_rewards_carry_the_fusion_weights() -> None:
     for (r_w, infos_w), (r_f, _) in zip(rounds(weighted, 6), rounds(fused, 6), strict=True):
         x = np.array([i["fused_reward"] for i in infos_w])
         w = np.array([i["weight"] for i in infos_w])
-        np.testing.assert_allclose(r_f, x.astype(np.float32))  # "fused": the weights dropped
         saw_weights |= bool((w != 1).any())
         for g in range(len(x) // GROUP):
             members = slice(g * GROUP, (g + 1) * GROUP)
-            base = x[members].mean()
-            # the group's mean is kept, deviations from it are scaled by the group's weight
-            np.testing.assert_allclose(r_w[members].mean(), base, atol=1e-6)
+            level = r_f[members].mean()  # the group's level (test_sb3_critic: which one)
+            # "fused": the fusion's deviations around the level, the weights dropped
             np.testing.assert_allclose(
-                r_w[members] - base, w[members] * (x[members] - base), atol=1e-6
+                r_f[members] - level, x[members] - x[members].mean(), atol=1e-6
+            )
+            # "weighted": the same level, deviations scaled by the group's weight
+            np.testing.assert_allclose(r_w[members].mean(), level, atol=1e-6)
+            np.testing.assert_allclose(
+                r_w[members] - level, w[members] * (x[members] - x[members].mean()), atol=1e-6
             )
     assert saw_weights, "kappa never left 1: the test did not exercise the weights"
     weighted.close()

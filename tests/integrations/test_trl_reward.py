@@ -156,20 +156,97 @@ def test_invalid_predictions_force_their_group_to_execute(tiny_lm) -> None:
     np.testing.assert_allclose(call.fusion.rewards, call.real_scores)
 
 
-def test_failed_execution_returns_none_and_zero_advantage(tiny_lm) -> None:
+def crash_or_length_job(prompt: str, completion: str, target: int = 5) -> Job:
+    """``length_job``, except that a completion containing "crash" makes the program exit 3."""
+    job = length_job(prompt, completion, target)
+    if "crash" in completion:
+        job = Job("raise SystemExit(3)", output_files=SCORE.files, scorer=SCORE, timeout_s=30)
+    return job
+
+
+class BrokenExecutor:
+    """An executor whose infrastructure fails on every job (the neighbour's failure mode)."""
+
+    def run(self, jobs):
+        from wmrl_env.executors.base import ExecResult, ExecStatus
+
+        return [ExecResult(job.job_id, ExecStatus.ERROR, message="daemon gone") for job in jobs]
+
+
+@pytest.mark.parametrize("method", ["real", "wmrl"])
+def test_a_crashing_program_scores_the_failure_score_below_its_group(tiny_lm, method) -> None:
     from wmrl_env.integrations.trl import WorldModelReward
 
-    def crashing_job(prompt, completion):
-        return Job("raise SystemExit(3)", output_files=SCORE.files, scorer=SCORE)
+    world_model = CausalLMScorer(tiny_lm, min_score_mass=0.0)
+    fusion = RewardFusion(method=method, anchor_fraction=1.0, seed=0)
+    with LocalSandbox(timeout_s=30, memory_mb=512) as sandbox:
+        reward = WorldModelReward(
+            world_model, sandbox, crash_or_length_job, fusion=fusion, score_range=(0.0, 1.0)
+        )
+        values = reward(["p"] * 4, ["crash!", "abcd", "abcde", "abcdef"], target=[5] * 4)
+    call = reward.last_call
+    assert call.results[0].status.is_program_failure
+    assert not call.failed.any()  # a program failure is an outcome, not missing data
+    assert call.real_scores[0] == 0.0  # the failure score: the score range's minimum
+    assert all(v is not None for v in values)
+    assert values[0] < np.mean(values) and values[0] == min(values)
+
+
+def test_only_an_infrastructure_failure_is_missing(tiny_lm) -> None:
+    from wmrl_env.integrations.trl import WorldModelReward
 
     world_model = CausalLMScorer(tiny_lm, min_score_mass=0.0)
     fusion = RewardFusion(method="real", seed=0)
-    with LocalSandbox(timeout_s=30, memory_mb=512) as sandbox:
-        reward = WorldModelReward(world_model, sandbox, crashing_job, fusion=fusion)
-        values = reward(["p", "p"], ["a", "b"])
+    reward = WorldModelReward(world_model, BrokenExecutor(), length_job, fusion=fusion)
+    values = reward(["p", "p"], ["a", "b"], target=[3, 3])
     assert values == [None, None]
-    assert reward.last_call.failed.all()
+    assert reward.last_call.failed.all() and np.isnan(reward.last_call.real_scores).all()
     assert (reward.last_call.fusion.advantages == 0).all()
+
+
+def test_update_world_model_is_on_by_default(tiny_lm) -> None:
+    import inspect
+
+    from wmrl_env.integrations.trl import WorldModelReward
+    from wmrl_env.wrappers.vector import WorldModelVectorEnv
+
+    def default(cls):
+        return inspect.signature(cls.__init__).parameters["update_world_model"].default
+
+    assert default(WorldModelReward) is True
+    assert default(WorldModelReward) == default(WorldModelVectorEnv)
+
+
+class Flatterer:
+    """A hacked world model: every completion is excellent (0.95), whatever it does."""
+
+    def predict(self, contexts, artifacts):
+        return np.full(len(artifacts), 0.95)
+
+
+def test_evaluation_executes_a_real_sample_and_raises_the_hacking_alarm() -> None:
+    from wmrl_env.integrations.trl import WorldModelReward
+
+    fusion = RewardFusion(method="wm", seed=0)
+    prompts, completions = ["p"] * 40, ["x" * (i % 20) for i in range(40)]
+    truth = np.array([max(0.0, 1.0 - abs(len(c) - 3) / 20) for c in completions])
+    with LocalSandbox(timeout_s=30, memory_mb=512, max_workers=2) as sandbox:
+        reward = WorldModelReward(Flatterer(), sandbox, length_job, fusion=fusion)
+        state = reward.state_dict()
+        with reward.evaluation(fraction=0.5, seed=1) as tally:
+            values = reward(prompts, completions, target=[3] * 40)
+    executed = np.array([v is not None for v in values])
+    assert reward.n_eval_executed == executed.sum() and 10 <= executed.sum() <= 30
+    assert reward.n_executed == 0 and not reward.evaluating
+    np.testing.assert_equal(reward.state_dict(), state)
+    np.testing.assert_allclose(np.array(values, dtype=float)[executed], truth[executed])
+    metrics = tally.metrics()
+    assert metrics["wmrl/eval_real_n"] == executed.sum()
+    np.testing.assert_allclose(metrics["wmrl/eval_real_mean"], truth[executed].mean())
+    assert metrics["wmrl/eval_wm_mean"] == pytest.approx(0.95) and metrics["wmrl/eval_wm_n"] == 40
+    np.testing.assert_allclose(metrics["wmrl/eval_wm_gap"], 0.95 - truth[executed].mean())
+    assert metrics["wmrl/eval_hacking_alarm"] == 1.0
+    assert metrics["wmrl/eval_real_exec_seconds"] > 0
 
 
 def test_config_and_grouping_errors(tiny_lm, tmp_path) -> None:

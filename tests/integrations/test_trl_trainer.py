@@ -46,7 +46,7 @@ def make_trainer(tiny_lm, tmp_path, sandbox, extra=(), **overrides):
     return trainer, reward
 
 
-def test_extra_reward_adds_a_centred_term_and_evaluation_executes_nothing(tiny_lm, tmp_path):
+def test_extra_reward_adds_a_centred_term_and_evaluation_executes_a_real_sample(tiny_lm, tmp_path):
     with LocalSandbox(timeout_s=30, memory_mb=512) as sandbox:
         trainer, reward = make_trainer(
             tiny_lm,
@@ -57,6 +57,7 @@ def test_extra_reward_adds_a_centred_term_and_evaluation_executes_nothing(tiny_l
             reward_weights=[1.0, 0.5],
             per_device_eval_batch_size=8,
         )
+        trainer.eval_real_samples = 16  # of 8 prompts x 4 completions: each with chance 1/2
         trainer.train()
         call = reward.calls[-1]
         fmt = np.array(odd_length([_completion(trainer, i) for i in range(8)]))
@@ -69,9 +70,15 @@ def test_extra_reward_adds_a_centred_term_and_evaluation_executes_nothing(tiny_l
             assert f"wmrl/{name}" in logged_names  # TensorBoard / W&B take these names as-is
         executed, state = reward.n_executed, copy.deepcopy(reward.state_dict())
         metrics = trainer.evaluate()
-    assert reward.n_executed == executed, "evaluation executed anchors"
+    assert reward.n_executed == executed, "evaluation counted as training executions"
     np.testing.assert_equal(reward.state_dict(), state)  # the fusion state is untouched
-    assert "eval_rewards/wmrl/mean" in metrics and np.isfinite(metrics["eval_rewards/wmrl/mean"])
+    assert 0 < reward.n_eval_executed < 32
+    assert metrics["wmrl/eval_real_n"] == reward.n_eval_executed  # none missing here
+    assert 0.0 <= metrics["wmrl/eval_real_mean"] <= 1.0
+    assert metrics["wmrl/eval_wm_n"] == 32 and "wmrl/eval_hacking_alarm" in metrics
+    # TRL's own eval reward is now the real scores' mean (None where not executed)
+    assert np.isfinite(metrics["eval_rewards/wmrl/mean"])
+    assert "wmrl/eval_real_mean" in trainer.state.log_history[-1]
 
 
 def _completion(trainer, i):

@@ -19,6 +19,7 @@ from wmrl_env.fusion import RewardFusion
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
 SETUP = Path(__file__).with_name("verl_setup.py")
+ROOT = Path(__file__).resolve().parents[2]
 GROUP_SIZE = 4
 NUM_GROUPS = 3
 
@@ -39,10 +40,34 @@ def ray_session(tmp_path_factory):
         num_cpus=2,
         include_dashboard=False,
         _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}},
+        # the workers import this checkout's wmrl_env (not whichever one is installed)
+        runtime_env={
+            "env_vars": {
+                "RAY_AUTH_MODE": "disabled",
+                "HF_HUB_OFFLINE": "1",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            }
+        },
     )
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reward_loop(tokenizer_path, ray_session):
+    """verl's config, tokenizer and RewardLoopManager (2 reward workers: Ray actors loading
+    verl_setup); one per Ray session, since verl names its worker actors."""
+    import sys
+
+    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
+    from verl.utils import hf_tokenizer
+
+    sys.path.insert(0, str(SETUP.parent))
+    config = verl_config(tokenizer_path)
+    manager = RewardLoopManager(config)
+    assert manager.reward_manager_cls.__name__ == "LengthReward"
+    yield config, hf_tokenizer(tokenizer_path), manager
+    sys.path.remove(str(SETUP.parent))
 
 
 def verl_config(tokenizer_path: str, *overrides: str):
@@ -101,6 +126,7 @@ def make_batch(tokenizer, step: int, responses: list[str], targets: list[int]):
         },
         non_tensors={
             "uid": np.array(uids, dtype=object),
+            "session_id": np.array([i % GROUP_SIZE for i in range(n)], dtype=object),
             "data_source": np.array(["length"] * n, dtype=object),
             "extra_info": np.array([{"target": t} for t in targets], dtype=object),
         },
@@ -108,8 +134,9 @@ def make_batch(tokenizer, step: int, responses: list[str], targets: list[int]):
 
 
 def step_inputs(step: int):
-    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program and a
-    non-anchor group an invalid prediction, both chosen from verl_setup's anchor draw."""
+    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program, the
+    first non-anchor group an invalid prediction of a program that runs and one of a program
+    that crashes, all chosen from verl_setup's anchor draw."""
     import verl_setup
 
     from wmrl_env.integrations.verl import anchor_draw
@@ -129,27 +156,27 @@ def step_inputs(step: int):
         responses[first_anchor * GROUP_SIZE] = "crash" + responses[first_anchor * GROUP_SIZE]
     if first_model is not None:
         responses[first_model * GROUP_SIZE + 1] = "?" + responses[first_model * GROUP_SIZE + 1]
+        responses[first_model * GROUP_SIZE + 2] = "crash?" + responses[first_model * GROUP_SIZE + 2]
     return responses, targets, np.repeat(anchors, GROUP_SIZE)
 
 
 def reference(uids, responses, targets, anchors, fusion: RewardFusion) -> np.ndarray:
-    """The advantages the fusion gives when fed the known truth directly, row by row."""
+    """The advantages the fusion gives when fed the known truth directly, row by row: a crash
+    scores 0 (the failure score), anchored or not; a non-anchored invalid prediction of a
+    program that runs is left out."""
     import verl_setup
 
+    crash = np.array(["crash" in r for r in responses])
     wm = np.array([verl_setup.wm_score(r) for r in responses])
+    wm = np.where(~anchors & crash, 0.0, wm)  # executed alone: a known failure
     valid = np.isfinite(wm)
-    failed = anchors & np.array(["crash" in r for r in responses])
-    real = np.where(
-        anchors & ~failed,
-        [verl_setup.true_score(r, t) for r, t in zip(responses, targets, strict=True)],
-        np.nan,
-    )
+    truth = [verl_setup.true_score(r, t) for r, t in zip(responses, targets, strict=True)]
+    real = np.where(anchors, np.where(crash, 0.0, truth), np.nan)
     included = valid | anchors
     out = fusion.step(
         uids[included],
         np.where(valid, wm, np.nan)[included],
         real[included],
-        failed=failed[included],
         wm_valid=valid[included],
         inclusion_probabilities=np.full(included.sum(), verl_setup.ANCHOR_FRACTION),
     )
@@ -158,23 +185,65 @@ def reference(uids, responses, targets, anchors, fusion: RewardFusion) -> np.nda
     return advantages
 
 
-def test_reward_loop_and_advantage_through_verl(tokenizer_path, ray_session, monkeypatch):
-    import torch
-    from verl.experimental.reward_loop.reward_loop import RewardLoopManager
-    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-    from verl.utils import hf_tokenizer
+def overlong_penalty(responses) -> np.ndarray:
+    """DAPO-style shaping verl adds to the reward: -0.1 per character beyond 15."""
+    return np.array([-0.1 * max(0, len(r) - 15) for r in responses])
 
-    monkeypatch.syspath_prepend(str(SETUP.parent))
+
+def centred(values, uids) -> np.ndarray:
+    out = np.asarray(values, dtype=float).copy()
+    for uid in np.unique(uids):
+        out[uids == uid] -= out[uids == uid].mean()
+    return out
+
+
+def verl_advantage_step(batch, config, shaping=None, dtype=None):
+    """What verl's v1 trainer does after the reward loop: token-level rewards (plus shaping,
+    in another dtype if asked), then its advantage entry point with its own row keys."""
+    import torch
+    from verl.trainer.ppo.v1 import trainer_base
+
+    rewards = batch.batch["rm_scores"].clone()
+    if shaping is not None:
+        last = batch.batch["response_mask"].sum(-1) - 1
+        rewards[torch.arange(len(batch)), last] += torch.as_tensor(shaping, dtype=rewards.dtype)
+    batch.batch["token_level_scores"] = batch.batch["rm_scores"]
+    batch.batch["token_level_rewards"] = rewards if dtype is None else rewards.to(dtype)
+    keys = [
+        f"{u}_{s}_0"
+        for u, s in zip(
+            batch.non_tensor_batch["uid"], batch.non_tensor_batch["session_id"], strict=True
+        )
+    ]
+    return trainer_base.compute_advantage_for_multi_trajectories(
+        batch,
+        batch_keys=keys,
+        adv_estimator=config.algorithm.adv_estimator,
+        num_repeat=GROUP_SIZE,
+        config=config.algorithm,
+    )
+
+
+def last_token(out):
+    import torch
+
+    mask = out.batch["response_mask"]
+    return out.batch["advantages"][torch.arange(len(out)), mask.sum(-1) - 1].double().numpy()
+
+
+@pytest.mark.parametrize("dtype", [None, "float64", "bfloat16"])
+def test_reward_loop_and_advantage_through_verl(reward_loop, dtype):
+    import torch
     import verl_setup
 
-    config = verl_config(tokenizer_path)
-    tokenizer = hf_tokenizer(tokenizer_path)
-    manager = RewardLoopManager(config)  # 2 reward workers: Ray actors loading verl_setup
-    assert manager.reward_manager_cls.__name__ == "LengthReward"
+    config, tokenizer, manager = reward_loop
     estimator = verl_setup.ESTIMATOR
     expected_fusion = RewardFusion(**verl_setup.FUSION_KWARGS)
+    estimator.fusion.load_state_dict(expected_fusion.state_dict())
+    torch_dtype = getattr(torch, dtype) if dtype else None
     seen_anchor = seen_model = False
-    for step in range(3):
+    offset = {None: 0, "float64": 10, "bfloat16": 20}[dtype]  # fresh uids per case
+    for step in range(offset, offset + 3):
         responses, targets, anchors = step_inputs(step)
         seen_anchor |= anchors.any()
         seen_model |= (~anchors).any()
@@ -186,49 +255,97 @@ def test_reward_loop_and_advantage_through_verl(tokenizer_path, ray_session, mon
         # the trainer reorders rows (balance_batch) before the advantage step
         order = np.random.default_rng(100 + step).permutation(len(batch))
         batch = batch.select_idxs(order)
-        batch.batch["token_level_scores"] = batch.batch["rm_scores"]
-        batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
-        keys = [f"{u}_0_0" for u in batch.non_tensor_batch["uid"]]
-        out = compute_advantage_for_multi_trajectories(
-            batch,
-            batch_keys=keys,
-            adv_estimator=config.algorithm.adv_estimator,
-            num_repeat=GROUP_SIZE,
-            config=config.algorithm,
-        )
+        shaped = [responses[i] for i in order]
+        shaping = overlong_penalty(shaped)
+        out = verl_advantage_step(batch, config, shaping, torch_dtype)
         uids = batch.non_tensor_batch["uid"]
         expected = reference(
-            uids,
-            [responses[i] for i in order],
-            [targets[i] for i in order],
-            anchors[order],
-            expected_fusion,
+            uids, shaped, [targets[i] for i in order], anchors[order], expected_fusion
         )
-        mask = out.batch["response_mask"]
-        advantages = out.batch["advantages"]
-        last = mask.sum(-1) - 1
-        np.testing.assert_allclose(
-            advantages[torch.arange(len(out)), last].numpy(), expected, rtol=1e-6, atol=1e-7
-        )
-        torch.testing.assert_close(advantages, advantages[:, :1].expand_as(advantages) * mask)
         call = estimator.last_call
-        # groups whole: a group is all anchor or all world model; the crash is left out
+        scored = np.array([np.isfinite(r.reward) for r in call.records])
+        expected[scored] += centred(shaping[scored], uids[scored])
+        # bf16 holds 8 bits: rewards and advantages round by <= 0.004 each, and the estimator
+        # ignores differences within 4 eps (0.03) of the stored reward as rounding
+        atol = 1e-6 if dtype != "bfloat16" else 0.08
+        np.testing.assert_allclose(last_token(out), expected, rtol=1e-6, atol=atol)
+        advantages = out.batch["advantages"]
+        mask = out.batch["response_mask"]
+        torch.testing.assert_close(advantages, advantages[:, :1].expand_as(advantages) * mask)
+        # a retry of the same batch gives the same advantages (nothing consumed twice)
+        again = verl_advantage_step(batch, config, shaping, torch_dtype)
+        np.testing.assert_allclose(last_token(again), last_token(out))
+        # groups whole: a group is all anchor or all world model
         for uid in np.unique(uids):
             assert (
                 len({r.is_anchor for r, u in zip(call.records, uids, strict=True) if u == uid}) == 1
             )
-        failed = np.array([r.failed for r in call.records])
-        assert failed.sum() == int(anchors.any())
-        assert (advantages[torch.as_tensor(failed)] == 0).all()
-        # an invalid prediction outside the anchors is left out (advantage 0), never scored
+        crash = np.array(["crash" in r for r in shaped])
+        anchor_rows = anchors[order]
+        # a crashing program is scored (the failure score), never missing; in an anchor group
+        # its advantage falls below its group's mean
+        assert not any(r.failed for r in call.records)
+        for i in np.flatnonzero(crash & anchor_rows):
+            members = uids == uids[i]
+            assert call.records[i].real_score == 0.0
+            assert last_token(out)[i] < last_token(out)[members].mean()
+        for i in np.flatnonzero(crash & ~anchor_rows):  # run alone: a known failure
+            assert call.records[i].wm_valid and call.records[i].wm_score == 0.0
+        # an invalid prediction of a program that runs, outside the anchors, is left out
         assert call.metrics["wmrl/n_left_out"] == int((~anchors).any())
-        assert (advantages[torch.as_tensor(~call.included)] == 0).all()
-        assert call.fusion.metrics["n_failed"] == failed.sum()
         assert call.metrics["wmrl/ambiguous_rows"] == 0
         for name in ("anchor_gap", "kappa", "hacking_alarm", "anchor_gap_trend"):
             assert f"wmrl/{name}" in call.metrics
     assert seen_anchor and seen_model
     assert len(estimator.ledger) == 0  # every record was used
+
+
+def test_validation_executes_and_dropped_groups_do_not_stay(reward_loop):
+    """verl's own reward loop on a validation batch (executed for real, nothing filed for
+    training) and on training batches whose groups dynamic sampling drops (records dropped
+    after max_age batches, memory bounded)."""
+    import verl_setup
+
+    config, tokenizer, manager = reward_loop
+    estimator = verl_setup.ESTIMATOR
+    ledger = estimator.ledger
+    waiting = len(ledger)
+
+    responses, targets, _ = step_inputs(50)
+    val = make_batch(tokenizer, 50, responses, targets)
+    val.meta_info["validate"] = True
+    rm = manager.compute_rm_score(val)
+    assert rm.non_tensor_batch["wmrl_validation"].all()
+    truth = np.array(
+        [
+            0.0 if "crash" in r else verl_setup.true_score(r, t)
+            for r, t in zip(responses, targets, strict=True)
+        ]
+    )
+    np.testing.assert_allclose(rm.non_tensor_batch["wmrl_real_score"].astype(float), truth)
+    assert len(ledger) == waiting, "validation samples were filed for training"
+
+    for step in range(60, 60 + ledger_max_age() + 2):
+        responses, targets, _ = step_inputs(step)
+        batch = make_batch(tokenizer, step, responses, targets)
+        batch = batch.union(manager.compute_rm_score(batch))
+        # dynamic sampling keeps the first group only; the others never reach the advantages
+        kept = batch.select_idxs(np.arange(GROUP_SIZE))
+        verl_advantage_step(kept, config)
+        if step == 60:  # the validation's figures are logged with the next batch
+            metrics = estimator.last_call.metrics
+            assert metrics["wmrl/eval_real_n"] == len(responses)
+            np.testing.assert_allclose(metrics["wmrl/eval_real_mean"], truth.mean())
+            assert "wmrl/eval_wm_mean" in metrics and "wmrl/eval_hacking_alarm" in metrics
+        # at most the dropped groups of the last max_age + 1 batches wait; older ones are gone
+        assert len(ledger) <= waiting + (ledger_max_age() + 1) * (NUM_GROUPS - 1) * GROUP_SIZE
+    assert "wmrl/eval_real_n" not in estimator.last_call.metrics
+
+
+def ledger_max_age() -> int:
+    from wmrl_env.integrations.verl import Ledger
+
+    return Ledger().max_age
 
 
 def test_fused_advantages_reach_verls_policy_loss():

@@ -13,15 +13,24 @@ ignored) until the round ends, when every env receives its fused trajectory rewa
 
 What PPO receives (``rewards=``):
 
-* ``"weighted"`` (default): ``b_g + w_g * (x - b_g)``, the fused reward ``x`` pulled towards or
-  pushed away from its group's mean ``b_g`` by the fusion weight ``w_g``. A group's members
-  share their start, so PPO's critic learns ``V(start) = b_g`` and PPO's advantage
-  ``reward - V`` becomes ``w_g * (x - b_g)``: the inverse-variance weights of ``denoise`` and
-  ``wmrl`` reach PPO's loss (up to the critic's error and PPO's per-minibatch advantage
-  normalisation, which rescales every weight alike). Where ``w_g == 1`` (every other method)
-  this is exactly ``x``.
-* ``"fused"``: ``x`` itself; the weights are dropped, so ``denoise`` and ``wmrl`` train like
-  ``debias`` (``info["weight"]`` still reports them).
+* ``"weighted"`` (default): ``l_g + w_g * (x - mean_g x)``, the fused reward ``x``'s deviation
+  from its group's mean, scaled by the fusion weight ``w_g``, around the group's **level**
+  ``l_g``. A group's members share their start, so PPO's critic learns ``V(start) = l_g`` and
+  PPO's advantage ``reward - V`` becomes ``w_g * (x - mean_g x)``: the inverse-variance
+  weights of ``denoise`` and ``wmrl`` reach PPO's loss (up to the critic's error and PPO's
+  per-minibatch advantage normalisation, which rescales every weight alike).
+* ``"fused"``: ``l_g + (x - mean_g x)``; the weights are dropped, so ``denoise`` and
+  ``wmrl`` train like ``debias`` (``info["weight"]`` still reports them).
+
+The level is what a critic can learn: the group's mean fused reward, except for the gated
+methods, whose fused rewards are built for group-centred advantages, not for a critic.
+Under ``wmrl`` a world-model group's level is its mean calibrated score ``mean_g f`` (the
+fused reward's ``lam * f`` would put it near 0 while the gate is shut); under ``ppi`` an
+anchor group's rectified reward ``r / pi - lam (1 / pi - 1) f`` swings by ``1 / pi`` with
+the draw, so its rewards are centred per group and put at the level of its real scores
+``mean_g r`` (world-model groups at ``mean_g f``). The deviations, and so PPO's advantages,
+are the fusion's own. For every other method ``l_g = mean_g x`` and the rewards are exactly
+``x`` where ``w_g == 1``.
 
 Failed real executions have a NaN fused reward; SB3 cannot learn from NaN, so the adapter
 hands out ``failed_reward`` instead (``info["exec_status"]`` says what happened) and leaves
@@ -62,35 +71,73 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from wmrl_env.fusion.reward_fusion import GATED_METHODS
 from wmrl_env.utils.imports import require
 from wmrl_env.wrappers.vector import WorldModelVectorEnv
 
 vec_env = require("stable_baselines3.common.vec_env", "the Stable-Baselines3 adapter")
 
-__all__ = ["SB3VecEnv", "per_env_infos", "weighted_rewards"]
+__all__ = ["SB3VecEnv", "critic_levels", "per_env_infos", "weighted_rewards"]
 
 REWARDS = ("weighted", "fused")
 EPISODE_RETURNS = (None, "real", "fused")
 
 
-def weighted_rewards(fused: np.ndarray, weights: np.ndarray, group_ids: np.ndarray) -> np.ndarray:
-    """``b_g + w * (x - b_g)`` per trajectory, ``b_g`` the group's mean fused reward (NaN, a
-    failed execution, stays NaN and stays out of the mean); exactly ``x`` where ``w == 1``.
+def weighted_rewards(
+    fused: np.ndarray,
+    weights: np.ndarray,
+    group_ids: np.ndarray,
+    levels: np.ndarray | None = None,
+) -> np.ndarray:
+    """``l_g + w * (x - mean_g x)`` per trajectory, ``l_g`` the group's level (default its
+    mean fused reward ``mean_g x``). NaN, a failed execution, stays NaN and out of the means.
 
     >>> weighted_rewards(np.array([0.0, 1.0, 0.5, 0.5]), np.array([2.0, 2.0, 1.0, 1.0]),
     ...                  np.array([0, 0, 1, 1])).tolist()
     [-0.5, 1.5, 0.5, 0.5]
+    >>> weighted_rewards(np.array([0.0, 0.2]), np.ones(2), np.array([0, 0]),
+    ...                  levels=np.array([0.6, 0.6])).tolist()
+    [0.5, 0.7]
     """
     fused = np.asarray(fused, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
     out = fused.copy()
     for group in np.unique(group_ids):
-        members = (group_ids == group) & (weights != 1.0) & ~np.isnan(fused)
-        if members.any():
-            mean = fused[group_ids == group]
-            base = np.nanmean(mean) if (~np.isnan(mean)).any() else 0.0
-            out[members] = base + weights[members] * (fused[members] - base)
+        members = (group_ids == group) & ~np.isnan(fused)
+        if not members.any():
+            continue
+        mean = fused[members].mean()
+        level = mean if levels is None else float(np.nanmean(levels[members]))
+        if not np.isfinite(level):
+            level = mean
+        out[members] = level + weights[members] * (fused[members] - mean)
     return out
+
+
+def critic_levels(
+    method: str,
+    is_anchor: np.ndarray,
+    calibrated: np.ndarray,
+    real: np.ndarray,
+    fused: np.ndarray,
+) -> np.ndarray:
+    """Per trajectory, the value its group's reward level should have for a critic (module
+    docstring): the calibrated score on world-model groups and the real score on anchor
+    groups under ``ppi``, the calibrated score on world-model groups under ``wmrl``, the
+    fused reward otherwise (averaged per group by :func:`weighted_rewards`).
+
+    >>> critic_levels("wmrl", np.array([True, False]), np.array([0.3, 0.6]),
+    ...               np.array([1.0, np.nan]), np.array([1.0, 0.0])).tolist()
+    [1.0, 0.6]
+    """
+    levels = np.asarray(fused, dtype=np.float64).copy()
+    if method in GATED_METHODS:
+        world_model = ~np.asarray(is_anchor, dtype=bool)
+        levels[world_model] = np.asarray(calibrated, dtype=np.float64)[world_model]
+    if method == "ppi":
+        anchors = np.asarray(is_anchor, dtype=bool)
+        levels[anchors] = np.asarray(real, dtype=np.float64)[anchors]
+    return levels
 
 
 _SB3_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
@@ -115,8 +162,8 @@ class SB3VecEnv(vec_env.VecEnv):
     Args:
         envs: the world-model vector env (closed with this adapter).
         failed_reward: reward for a failed real execution (SB3 cannot take NaN).
-        rewards: ``"weighted"`` (the fusion weights reach PPO's advantages) or ``"fused"``
-            (module docstring).
+        rewards: ``"weighted"`` (the fusion weights reach PPO's advantages) or ``"fused"``,
+            both at the level a critic can learn (module docstring).
         episode_returns: what SB3's episode statistics report: ``"real"`` (anchor episodes'
             real returns), ``"fused"`` or ``None``.
     """
@@ -169,9 +216,8 @@ class SB3VecEnv(vec_env.VecEnv):
         observations, rewards, terminated, truncated, info = self.envs.step(self._actions)
         self._actions = None
         round_done = bool(np.all(terminated | truncated))
-        if round_done and self.rewards == "weighted" and "weight" in info:
-            weighted = weighted_rewards(info["fused_reward"], info["weight"], self.group_ids)
-            rewards = np.where(np.isnan(info["fused_reward"]), rewards, weighted)
+        if round_done and "fused_reward" in info:
+            rewards = np.where(np.isnan(info["fused_reward"]), rewards, self._critic_rewards(info))
         rewards = np.where(np.isnan(rewards), self.failed_reward, rewards).astype(np.float32)
         self._steps += 1
         infos = per_env_infos(info, self.num_envs)
@@ -183,6 +229,18 @@ class SB3VecEnv(vec_env.VecEnv):
             observations = self.reset()
         dones = np.full(self.num_envs, round_done)
         return observations, rewards, dones, infos
+
+    def _critic_rewards(self, info: dict[str, Any]) -> np.ndarray:
+        fused = info["fused_reward"]
+        levels = critic_levels(
+            self.envs.fusion.method,
+            info["is_anchor"],
+            info["calibrated_score"],
+            info["real_score"],
+            fused,
+        )
+        weights = info["weight"] if self.rewards == "weighted" else np.ones_like(fused)
+        return weighted_rewards(fused, weights, self.group_ids, levels)
 
     def _episode_statistics(self, env_info: dict[str, Any], index: int) -> None:
         """SB3's ``info["episode"]`` for the env's episode, by ``episode_returns``."""

@@ -12,7 +12,21 @@ call it
    executes the anchors for real through an :class:`~wmrl_env.executors.base.Executor`
    (``to_job(prompt, completion, **columns) -> Job``),
 4. fuses both streams with :class:`~wmrl_env.fusion.RewardFusion` and returns one value per
-   completion: the **fused advantage** (``None`` for a failed execution).
+   completion: the **fused advantage**.
+
+A program that fails (crash, timeout, out of memory, invalid output; an unparseable program
+is forced to execute and fails there) is scored ``failure_score`` (default: the score range's
+minimum, else 0): it is the policy's fault and its advantage falls below its group's mean.
+Only an infrastructure failure (``ExecStatus.ERROR``: the executor broke) is missing data:
+``None`` to TRL, advantage 0, out of the group's baseline.
+
+Evaluation is honest: :meth:`WMRLGRPOTrainer.evaluate` executes a random sample of the
+evaluation completions (``eval_real_samples``, default 385: a 95 % interval of +-0.05 on a
+score in [0, 1]); TRL's ``eval_rewards/wmrl/mean`` is then the mean real score of that sample,
+the trainer adds ``wmrl/eval_real_*`` (mean, n, ci95, exec_seconds), the calibrated world
+model's figures as ``wmrl/eval_wm_*`` and ``wmrl/eval_hacking_alarm`` (the world model
+overstates the real score on the executed sample beyond its 95 % interval). Evaluation
+executions are counted apart (``n_eval_executed``) and never touch the fusion's state.
 
 Why advantages and not rewards: TRL centres the returned values per group and, with
 ``scale_rewards="group"`` (its default), divides by each group's std, which undoes the
@@ -41,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,6 +68,15 @@ import numpy as np
 from wmrl_env.executors.base import ExecResult, Executor
 from wmrl_env.fusion import FusionOutput, RewardFusion, uncertainty_priorities
 from wmrl_env.fusion.reward_fusion import CALIBRATED_METHODS
+from wmrl_env.integrations._shared import (
+    UPDATE_WORLD_MODEL,
+    EvalTally,
+    as_text,
+    eval_sample_size,
+    failure_score_for,
+    flatten_metrics,
+    real_outcome,
+)
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.base import (
     Prediction,
@@ -76,15 +100,6 @@ __all__ = [
 _TRAINER_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 
 
-def _text(item: Any) -> str:
-    """A prompt or completion as text: plain strings, or the contents of chat messages."""
-    if isinstance(item, str):
-        return item
-    if isinstance(item, Sequence) and all(isinstance(m, Mapping) for m in item):
-        return "\n".join(str(message.get("content", "")) for message in item)
-    return str(item)
-
-
 def _prompt_key(prompt: Any) -> str:
     return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
 
@@ -97,7 +112,7 @@ class RewardCall:
     prediction: Prediction
     is_anchor: np.ndarray
     real_scores: np.ndarray
-    failed: np.ndarray
+    failed: np.ndarray  # missing: the infrastructure failed (program failures are scored)
     results: list[ExecResult]
     fusion: FusionOutput
     returned: list[float | None]
@@ -119,8 +134,10 @@ class WorldModelReward:
             size (checked to share a prompt), else completions are grouped by prompt.
             :class:`WMRLGRPOTrainer` sets it from its config.
         score_range: world-model scores outside it are flagged invalid.
+        failure_score: the real score of a program that failed (crash, timeout, out of
+            memory, invalid output); default the minimum of ``score_range``, else 0.
         update_world_model: after each call, feed the anchors' real scores to the world
-            model's ``update()`` (if it has one).
+            model's ``update()`` (if it has one); on by default, as in every integration.
         anchor_priority: ``"uniform"`` or ``"uncertainty"`` (anchor groups drawn with
             priorities from the world model's std, :func:`~wmrl_env.fusion.uncertainty_priorities`).
     """
@@ -138,7 +155,8 @@ class WorldModelReward:
         to_artifact: Callable[[Any], Any] | None = None,
         num_generations: int | None = None,
         score_range: tuple[float, float] | None = None,
-        update_world_model: bool = False,
+        failure_score: float | None = None,
+        update_world_model: bool = UPDATE_WORLD_MODEL,
         anchor_priority: str = "uniform",
     ) -> None:
         if anchor_priority not in ("uniform", "uncertainty"):
@@ -151,40 +169,66 @@ class WorldModelReward:
         self.executor = executor
         self.to_job = to_job
         self.fusion = fusion if fusion is not None else RewardFusion(method="wmrl", seed=0)
-        self.to_context = to_context or (lambda prompt, **_: _text(prompt))
-        self.to_artifact = to_artifact or _text
+        self.to_context = to_context or (lambda prompt, **_: as_text(prompt))
+        self.to_artifact = to_artifact or as_text
         self.num_generations = num_generations
         self.score_range = score_range
+        self.failure_score = failure_score_for(failure_score, score_range)
         self.update_world_model = update_world_model
         self.anchor_priority = anchor_priority
         self.n_calls = 0
         self.n_scored = 0
         self.n_executed = 0
-        self.evaluating = False
+        self.n_eval_executed = 0
         self.last_call: RewardCall | None = None
+        self._eval: tuple[EvalTally, float, np.random.Generator] | None = None
+
+    @property
+    def evaluating(self) -> bool:
+        return self._eval is not None
 
     @contextlib.contextmanager
-    def evaluation(self) -> Iterator[None]:
-        """Evaluation mode: every completion gets its calibrated world-model score (``None``
-        where the prediction is invalid); nothing is executed and the fusion's state (its
-        calibration, kappa, anchor draw) and the counters stay as they were."""
-        previous, self.evaluating = self.evaluating, True
+    def evaluation(
+        self, fraction: float = 1.0, seed: int | Sequence[int] = 0
+    ) -> Iterator[EvalTally]:
+        """Evaluation mode: each completion is executed with probability ``fraction`` (its own
+        draw from ``seed``) and returns its real score (``None`` when not executed or the
+        infrastructure failed); the yielded :class:`EvalTally` gathers the real and the
+        calibrated world-model figures. The fusion's state (calibration, kappa, anchor draw)
+        and the training counters stay as they were."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+        if self._eval is not None:
+            raise RuntimeError("already evaluating")
+        tally = EvalTally()
+        self._eval = (tally, fraction, np.random.default_rng(seed))
         try:
-            yield
+            yield tally
         finally:
-            self.evaluating = previous
+            self._eval = None
 
     def _evaluate(
-        self, prediction: Prediction, log_metric: Callable[[str, float], None] | None
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        rows: list[dict[str, Any]],
+        prediction: Prediction,
+        step: int,
     ) -> list[float | None]:
+        tally, fraction, rng = self._eval
+        wm = np.full(len(completions), np.nan)
         scores = prediction.scores[prediction.valid]
         if self.fusion.method in CALIBRATED_METHODS and scores.size:
             scores = self.fusion.calibrator.transform(scores)
-        values = np.full(prediction.valid.shape, np.nan)
-        values[prediction.valid] = scores
-        if log_metric is not None:
-            log_metric("wmrl/eval_wm_valid_fraction", float(prediction.valid.mean()))
-        return [float(v) if ok else None for v, ok in zip(values, prediction.valid, strict=True)]
+        wm[prediction.valid] = scores
+        executed = rng.random(len(completions)) < fraction
+        real, missing, results = self._execute(
+            prompts, completions, rows, np.flatnonzero(executed), prediction, step
+        )
+        tally.add(wm, real, executed, sum(r.exec_seconds for r in results))
+        self.n_eval_executed += len(results)
+        known = executed & ~missing
+        return [float(r) if k else None for r, k in zip(real, known, strict=True)]
 
     def state_dict(self) -> dict[str, Any]:
         """The fusion's state and the call counters (the world model saves itself)."""
@@ -209,7 +253,6 @@ class WorldModelReward:
         step = int(getattr(state, "global_step", self.n_calls))
         columns = {k: v for k, v in kwargs.items() if k not in (*_TRAINER_KWARGS, "completion_ids")}
         rows = [{k: v[i] for k, v in columns.items()} for i in range(n)]
-        group_ids = self._group_ids(prompts)
 
         contexts = [self.to_context(p, **row) for p, row in zip(prompts, rows, strict=True)]
         artifacts = [self.to_artifact(c) for c in completions]
@@ -217,7 +260,8 @@ class WorldModelReward:
             self.world_model.predict(contexts, artifacts), n=n, score_range=self.score_range
         )
         if self.evaluating:
-            return self._evaluate(prediction, log_metric)
+            return self._evaluate(prompts, completions, rows, prediction, step)
+        group_ids = self._group_ids(prompts)
         is_anchor = self._anchors(group_ids, prediction)
         real, failed, results = self._execute(
             prompts, completions, rows, np.flatnonzero(is_anchor), prediction, step
@@ -288,13 +332,10 @@ class WorldModelReward:
             jobs.append(job)
         results = self.executor.run(jobs) if jobs else []
         real = np.full(n, np.nan)
-        failed = np.zeros(n, dtype=bool)
+        missing = np.zeros(n, dtype=bool)
         for i, result in zip(anchors, results, strict=True):
-            if result.ok and math.isfinite(result.score):
-                real[i] = result.score
-            else:
-                failed[i] = True
-        return real, failed, results
+            real[i], missing[i] = real_outcome(result, self.failure_score)
+        return real, missing, results
 
     @staticmethod
     def _log(
@@ -305,9 +346,8 @@ class WorldModelReward:
         log_extra: Callable[[str, list], None] | None,
     ) -> None:
         if log_metric is not None:
-            for name, value in out.metrics.items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    log_metric(f"wmrl/{name}", float(value))
+            for name, value in flatten_metrics(out.metrics).items():
+                log_metric(name, value)
             log_metric("wmrl/wm_valid_fraction", float(prediction.valid.mean()))
         if log_extra is not None:
             log_extra("wm_score", prediction.scores.tolist())
@@ -405,10 +445,13 @@ class WMRLGRPOTrainer(_trl.GRPOTrainer):
             fused advantages by TRL: each completion's advantage is the fused advantage plus
             ``weight * (r - group mean of r)`` for every extra reward ``r`` (the fused
             advantages are already group-centred, so TRL's centring leaves them unchanged).
+        eval_real_samples: how many evaluation completions to execute for real (drawn at
+            random, each with the same chance); default 385, a 95 % interval of +-0.05 on a
+            score in [0, 1]. 0 executes none (then only ``wmrl/eval_wm_*`` are measured).
 
     Also: sets the reward's ``num_generations``; refuses multi-process runs (a GRPO group
     split across processes would be fused in pieces); evaluates in
-    :meth:`WorldModelReward.evaluation` mode (no execution, fusion state untouched); saves the
+    :meth:`WorldModelReward.evaluation` mode (a real sample, fusion state untouched); saves the
     reward's state with every checkpoint (:class:`WMRLStateCallback`) and restores it on
     ``train(resume_from_checkpoint=...)``.
     """
@@ -419,8 +462,11 @@ class WMRLGRPOTrainer(_trl.GRPOTrainer):
         reward: WorldModelReward,
         args: Any,
         extra_reward_funcs: Sequence[Any] = (),
+        eval_real_samples: int = eval_sample_size(),
         **kwargs: Any,
     ) -> None:
+        if eval_real_samples < 0:
+            raise ValueError(f"eval_real_samples must be >= 0, got {eval_real_samples}")
         if "reward_funcs" in kwargs:
             raise TypeError(
                 "pass the WorldModelReward as `reward` and other reward functions as "
@@ -429,6 +475,8 @@ class WMRLGRPOTrainer(_trl.GRPOTrainer):
         check_grpo_config(args, 1 + len(extra_reward_funcs))
         reward.num_generations = args.num_generations
         self.wmrl_reward = reward
+        self.eval_real_samples = eval_real_samples
+        self._n_evaluations = 0
         self.wmrl_state = WMRLStateCallback(reward)
         callbacks = [*(kwargs.pop("callbacks", None) or []), self.wmrl_state]
         super().__init__(
@@ -455,6 +503,41 @@ class WMRLGRPOTrainer(_trl.GRPOTrainer):
             resume_from_checkpoint = checkpoint
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
-    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        with self.wmrl_reward.evaluation():
-            return super().evaluate(*args, **kwargs)
+    def evaluate(self, eval_dataset: Any = None, *args: Any, **kwargs: Any) -> dict[str, float]:
+        """TRL's evaluation, with a random sample of about ``eval_real_samples`` completions
+        executed for real: TRL's ``eval_rewards/wmrl/*`` are real scores of that sample, and
+        ``wmrl/eval_real_*``, ``wmrl/eval_wm_*`` and ``wmrl/eval_hacking_alarm`` are added."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        generations = getattr(self.args, "num_generations_eval", None) or self.num_generations
+        try:
+            total = len(dataset) * generations
+        except TypeError:  # no length (an iterable dataset): execute every completion
+            total = 0
+        fraction = min(1.0, self.eval_real_samples / total) if total else 1.0
+        self._n_evaluations += 1
+        quiet = _DropMessage("All reward functions returned None")
+        _trl_logger().addFilter(quiet)
+        try:
+            seed = (int(self.args.seed), self._n_evaluations)
+            with self.wmrl_reward.evaluation(fraction, seed=seed) as tally:
+                metrics = super().evaluate(eval_dataset, *args, **kwargs)
+        finally:
+            _trl_logger().removeFilter(quiet)
+        honest = tally.metrics()
+        self.log(honest)
+        return {**metrics, **honest}
+
+
+class _DropMessage(logging.Filter):
+    """Drops TRL's warning for evaluation rows that were not executed (``None`` on purpose)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def _trl_logger() -> logging.Logger:
+    return logging.getLogger(_trl.trainer.grpo_trainer.__name__)

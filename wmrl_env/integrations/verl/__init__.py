@@ -7,7 +7,9 @@ Two pieces plug into verl's own registries (no patch of verl's source):
 * :func:`register_estimator` (``algorithm.adv_estimator``): per batch, one
   :class:`~wmrl_env.fusion.RewardFusion` step whose advantages verl's policy loss receives.
 
-They meet in a :mod:`ledger <wmrl_env.integrations.verl.ledger>` of per-sample records.
+They meet in a :mod:`ledger <wmrl_env.integrations.verl.ledger>` of per-sample records, found
+by each sample's key, which :func:`patch_compute_advantage` (the one patch point, applied by
+:func:`register_estimator`) hands the estimator.
 docs/verl.md has the config overrides and exactly what verl does to the advantages.
 Only :class:`WMRLRewardManager` imports verl (on first access); the rest needs numpy alone.
 """
@@ -20,6 +22,7 @@ from wmrl_env.integrations.verl.estimator import (
     register_estimator,
 )
 from wmrl_env.integrations.verl.ledger import Ledger, RayLedger, SampleRecord, anchor_draw
+from wmrl_env.integrations.verl.patch import patch_compute_advantage
 
 __all__ = [
     "FusedAdvantageEstimator",
@@ -29,6 +32,7 @@ __all__ = [
     "VerlFusionCall",
     "WMRLRewardManager",
     "anchor_draw",
+    "patch_compute_advantage",
     "register_estimator",
 ]
 

@@ -4,21 +4,32 @@ verl calls an advantage estimator with ``token_level_rewards`` (the reward of ea
 its last response token), ``response_mask``, ``index`` (the samples' ``uid``) and ``config``;
 a custom estimator never sees the rest of the batch (only verl's GDPO gets it). So
 :class:`FusedAdvantageEstimator` finds each row's
-:class:`~wmrl_env.integrations.verl.ledger.SampleRecord` by ``(uid, float32 reward)``, runs one
+:class:`~wmrl_env.integrations.verl.ledger.SampleRecord` by the row's **sample key**, which the
+:mod:`~wmrl_env.integrations.verl.patch` point hands it (verl's own row keys in the v1
+trainer, the ``wmrl_key`` column in the legacy one), runs one
 :meth:`RewardFusion.step <wmrl_env.fusion.RewardFusion.step>` on the whole batch and returns
 the fused advantages broadcast over each response's tokens (and as the returns, like GRPO).
+A second call on the same batch (same rows, keys and rewards: a retry) returns the same
+advantages without stepping the fusion again.
+Matching by key makes the reward value irrelevant: reward shaping (an overlong penalty, a
+format bonus, ``use_kl_in_reward``), a bf16 or float64 reward tensor and a retry of the same
+batch all work. Whatever verl added to a row's reward on top of the manager's
+``reward_score`` (the shaping) joins the fused advantage as a group-centred term, as GRPO
+would treat it: ``A = A_fused + (d - mean_group(d))``, ``d`` the row's reward sum minus its
+``reward_score`` (0 where that was NaN).
 
-Rows that are left out of the fusion (advantage 0, outside every group baseline): failed
-executions, and invalid world-model predictions of groups that were not anchors (a verl
-worker sees one sample, so it cannot send the rest of that group to execution).
+Without the patch (an estimator called directly), rows are matched by ``(uid, float32
+reward)`` as a fallback: exact whenever the rows of a group that share a reward value would
+get the same advantage, which holds for every method but ``ppi``; ``ambiguous_rows`` counts
+the others; any edit of the reward raises ``LookupError``.
 
-Row matching is exact whenever the rows of a group that share a reward value would get the
-same advantage, which holds for every method but ``ppi`` (its anchor advantage also depends
-on the row's world-model score): for ``ppi``, rows of one group with equal real scores and
-different world-model scores may swap advantages; ``ambiguous_rows`` counts them.
+Rows that are left out of the fusion (advantage 0, outside every group baseline): executions
+whose infrastructure failed, and invalid world-model predictions of groups that were not
+anchors, unless the reward manager executed them and the program failed (then they are
+scored at the failure score).
 
-It fails loudly when verl changes what it passes: a missing ``index``, or a row whose reward
-matches no record (e.g. ``algorithm.use_kl_in_reward=True``, which edits the rewards first).
+It fails loudly when verl changes what it passes: a missing ``index``, a row with no record,
+or a sample key repeated in one batch (multi-output agent loops: one record per sample).
 """
 
 from __future__ import annotations
@@ -31,8 +42,10 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.fusion import FusionOutput, RewardFusion
+from wmrl_env.integrations._shared import flatten_metrics
 from wmrl_env.integrations.verl.ledger import Ledger, RayLedger, SampleRecord, default_ledger
 from wmrl_env.integrations.verl.ledger import reward_key as _key
+from wmrl_env.integrations.verl.patch import current_row_keys, patch_compute_advantage
 from wmrl_env.utils.imports import require
 
 __all__ = ["FusedAdvantageEstimator", "VerlFusionCall", "register_estimator"]
@@ -74,6 +87,7 @@ class FusedAdvantageEstimator:
         self.ledger = ledger
         self.log_metrics = log_metrics or _log_metrics
         self.last_call: VerlFusionCall | None = None
+        self._last_signature: tuple | None = None
 
     def __call__(
         self,
@@ -90,18 +104,44 @@ class FusedAdvantageEstimator:
                 "verl version did not pass it"
             )
         uids = np.array([str(u) for u in index], dtype=object)
-        keys = [_key(v) for v in token_level_rewards.sum(dim=-1).float().cpu().numpy()]
-        if self.ledger is None:
-            self.ledger = default_ledger()
-        available = self.ledger.take(list(uids))
-        records, ambiguous = _match(uids, keys, available, self.fusion.method)
-        advantages, out, included = self._fuse(uids, records)
-        metrics = _metrics(out, records, included, ambiguous)
-        self.last_call = VerlFusionCall(uids, records, included, advantages, out, metrics)
-        self.log_metrics(metrics)
+        row_keys = current_row_keys()
+        rewards = token_level_rewards.sum(dim=-1).double().cpu().numpy()
+        signature = (tuple(uids), None if row_keys is None else tuple(row_keys), rewards.tobytes())
+        if self._last_signature == signature:  # a retry of the last batch: same answer, no step
+            advantages = self.last_call.advantages
+        else:
+            advantages = self._advantages(uids, row_keys, rewards, token_level_rewards.dtype)
+            self._last_signature = signature
         per_token = torch.as_tensor(advantages, dtype=token_level_rewards.dtype)
         per_token = per_token.to(response_mask.device).unsqueeze(-1) * response_mask
         return per_token, per_token
+
+    def _advantages(
+        self, uids: np.ndarray, row_keys: list[str] | None, rewards: np.ndarray, dtype: Any
+    ) -> np.ndarray:
+        torch = require("torch", "the verl integration")
+        if self.ledger is None:
+            self.ledger = default_ledger()
+        available = self.ledger.take(list(uids))
+        shaping = np.zeros(len(uids))
+        if row_keys is not None and len(row_keys) == len(uids):
+            records, ambiguous = _match_by_key(uids, row_keys, available), 0
+            eps = float(torch.finfo(dtype).eps)
+            shaping = _shaping(rewards, records, eps)
+        else:
+            keys = [_key(v) for v in rewards]
+            records, ambiguous = _match(uids, keys, available, self.fusion.method)
+        advantages, out, included = self._fuse(uids, records)
+        scored = np.array([np.isfinite(r.reward) for r in records], dtype=bool)
+        advantages[scored] += _group_centred(shaping[scored], uids[scored])
+        metrics = _metrics(out, records, included, ambiguous)
+        metrics["wmrl/shaping_abs_mean"] = float(np.abs(shaping).mean())
+        evaluation = self.ledger.take_eval()
+        if evaluation is not None:
+            metrics.update(evaluation.metrics())
+        self.last_call = VerlFusionCall(uids, records, included, advantages, out, metrics)
+        self.log_metrics(metrics)
+        return advantages
 
     def _fuse(
         self, uids: np.ndarray, records: list[SampleRecord]
@@ -132,6 +172,48 @@ class FusedAdvantageEstimator:
         self.fusion.load_state_dict(state["fusion"])
 
 
+def _shaping(rewards: np.ndarray, records: list[SampleRecord], eps: float) -> np.ndarray:
+    """What verl added to each row's reward beyond the manager's ``reward_score``: 0 where
+    that was NaN, and 0 within the reward tensor's rounding (``eps``: its dtype's)."""
+    returned = np.array([r.reward for r in records], dtype=np.float64)
+    shaping = np.where(np.isfinite(returned), rewards - returned, 0.0)
+    shaping[~np.isfinite(shaping)] = 0.0
+    rounding = 4 * max(eps, float(np.finfo(np.float32).eps)) * np.maximum(1.0, np.abs(rewards))
+    shaping[np.abs(shaping) <= rounding] = 0.0
+    return shaping
+
+
+def _group_centred(values: np.ndarray, uids: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(values)
+    for uid in np.unique(uids):
+        members = uids == uid
+        out[members] = values[members] - values[members].mean()
+    return out
+
+
+def _match_by_key(
+    uids: np.ndarray, row_keys: list[str], available: dict[str, list[SampleRecord]]
+) -> list[SampleRecord]:
+    """Each row's record by its sample key (module docstring)."""
+    by_key = {record.key: record for records in available.values() for record in records}
+    if len(set(row_keys)) != len(row_keys):
+        repeated = next(k for k in row_keys if row_keys.count(k) > 1)
+        raise ValueError(
+            f"sample key {repeated!r} is on several rows of one batch: the wmrl estimator takes "
+            "one output per sample (multi-output agent loops are not supported, docs/verl.md)"
+        )
+    matched = []
+    for uid, key in zip(uids, row_keys, strict=True):
+        record = by_key.get(key)
+        if record is None or record.uid != uid:
+            raise LookupError(
+                f"no wmrl record for the sample {key!r} of group {uid!r}: every sample must be "
+                "scored by WMRLRewardManager before its batch reaches the advantage step"
+            )
+        matched.append(record)
+    return matched
+
+
 def _match(
     uids: np.ndarray, keys: list[str], available: dict[str, list[SampleRecord]], method: str
 ) -> tuple[list[SampleRecord], int]:
@@ -140,7 +222,7 @@ def _match(
     pools: dict[tuple[str, str], list[SampleRecord]] = {}
     for uid, records in available.items():
         for record in records:
-            pools.setdefault((uid, record.key), []).append(record)
+            pools.setdefault((uid, record.reward_key), []).append(record)
     ambiguous_pools = {
         key
         for key, pool in pools.items()
@@ -152,8 +234,9 @@ def _match(
         if not pool:
             raise LookupError(
                 f"no wmrl record for a sample of group {uid!r} with reward {key}: every sample "
-                "must be scored by WMRLRewardManager, and the rewards must reach the estimator "
-                "unchanged (algorithm.use_kl_in_reward=False)"
+                "must be scored by WMRLRewardManager, and without the row keys of "
+                "patch_compute_advantage() (applied by register_estimator) the rewards must "
+                "reach the estimator unchanged (no shaping, algorithm.use_kl_in_reward=False)"
             )
         matched.append(pool.pop(0))
         ambiguous += int((uid, key) in ambiguous_pools)
@@ -163,11 +246,7 @@ def _match(
 def _metrics(
     out: FusionOutput | None, records: list[SampleRecord], included: np.ndarray, ambiguous: int
 ) -> dict[str, float]:
-    metrics: dict[str, float] = {}
-    if out is not None:
-        for name, value in out.metrics.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                metrics[f"wmrl/{name}"] = float(value)
+    metrics = flatten_metrics(out.metrics) if out is not None else {}
     metrics["wmrl/n_left_out"] = float((~included).sum())
     metrics["wmrl/wm_valid_fraction"] = float(np.mean([r.wm_valid for r in records]))
     metrics["wmrl/ambiguous_rows"] = float(ambiguous)
@@ -175,9 +254,11 @@ def _metrics(
 
 
 def _log_metrics(metrics: dict[str, float]) -> None:
-    """INFO every batch; WARNING while the reward-hacking monitor's alarm is up."""
+    """INFO every batch; WARNING while the reward-hacking monitor's alarm (training anchors,
+    or the last validation's real sample) is up."""
     line = " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
-    if metrics.get("wmrl/hacking_alarm", 0.0) > 0:
+    alarms = ("wmrl/hacking_alarm", "wmrl/eval_hacking_alarm")
+    if any(metrics.get(name, 0.0) > 0 for name in alarms):
         logger.warning("reward hacking? the anchor gap rises beyond its noise: %s", line)
     else:
         logger.info(line)
@@ -190,12 +271,14 @@ def register_estimator(
     ledger: Ledger | RayLedger | None = None,
     log_metrics: Callable[[dict[str, float]], None] | None = None,
 ) -> FusedAdvantageEstimator:
-    """Register a :class:`FusedAdvantageEstimator` as verl's ``algorithm.adv_estimator=name``.
+    """Register a :class:`FusedAdvantageEstimator` as verl's ``algorithm.adv_estimator=name``
+    and apply :func:`~wmrl_env.integrations.verl.patch.patch_compute_advantage`.
 
     Registering the same name again returns the estimator already there (verl may import a
     user's module more than once per process), so the fusion's state is never reset.
     """
     core_algos = require("verl.trainer.ppo.core_algos", "the verl integration")
+    patch_compute_advantage()
     existing = core_algos.ADV_ESTIMATOR_REGISTRY.get(name)
     if isinstance(existing, FusedAdvantageEstimator):
         return existing

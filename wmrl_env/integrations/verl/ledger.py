@@ -8,11 +8,19 @@ step takes the records of its batch's uids. :class:`Ledger` holds them in one pr
 :class:`RayLedger` is the same object behind a named Ray actor, shared by every process of a
 verl run.
 
+Memory stays bounded: the records of the last batch taken are kept for a retry of that
+batch and dropped at the next one; records that no batch takes (groups that dynamic sampling
+dropped, an abandoned batch) are dropped once ``max_age`` batches have been taken since they
+were filed; ``max_records`` caps the rest. Validation samples are never filed (their
+figures go to :meth:`Ledger.put_eval`).
+
 Example:
     >>> ledger = Ledger()
     >>> ledger.put([SampleRecord("g0", 0.5, 0.5, True, float("nan"), False, False, 0.1)])
     >>> [r.wm_score for r in ledger.take(["g0"])["g0"]], len(ledger)
     ([0.5], 0)
+    >>> [r.wm_score for r in ledger.take(["g0"])["g0"]]  # a retry of the same batch
+    [0.5]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wmrl_env.integrations._shared import EvalTally
 from wmrl_env.utils.imports import require
 
 __all__ = ["Ledger", "RayLedger", "SampleRecord", "anchor_draw", "default_ledger"]
@@ -60,6 +69,9 @@ class SampleRecord:
         failed: the execution failed (left out of the group's baseline, never scored 0).
         is_anchor: the group was drawn for real execution.
         inclusion_probability: the chance the group had to be drawn.
+        key: the sample's own key (``reward_extra_info["wmrl_key"]``), by which the advantage
+            step finds it when verl hands it the batch's row keys (:mod:`.patch`); empty
+            when unknown (then it is found by ``(uid, float32(reward))``).
     """
 
     uid: str
@@ -70,9 +82,10 @@ class SampleRecord:
     failed: bool
     is_anchor: bool
     inclusion_probability: float
+    key: str = ""
 
     @property
-    def key(self) -> str:
+    def reward_key(self) -> str:
         return reward_key(self.reward)
 
     def interchangeable(self, other: SampleRecord, method: str) -> bool:
@@ -95,40 +108,79 @@ def reward_key(value: float) -> str:
 
 
 class Ledger:
-    """Records by uid, oldest evicted first beyond ``max_records`` (validation rows and
-    samples verl drops are never taken)."""
+    """Records by uid until a batch takes them (module docstring: what is dropped when).
 
-    def __init__(self, max_records: int = 1_000_000) -> None:
+    Args:
+        max_records: at most this many records waiting (oldest group dropped first).
+        max_age: a record no batch took is dropped after this many batches were taken since
+            it was filed (a group verl's dynamic sampling dropped, an abandoned batch).
+    """
+
+    def __init__(self, max_records: int = 1_000_000, max_age: int = 4) -> None:
         if max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records}")
+        if max_age < 1:
+            raise ValueError(f"max_age must be >= 1, got {max_age}")
         self.max_records = max_records
-        self._by_uid: OrderedDict[str, list[SampleRecord]] = OrderedDict()
+        self.max_age = max_age
+        self._by_uid: OrderedDict[str, tuple[int, list[SampleRecord]]] = OrderedDict()
         self._size = 0
+        self._batches = 0  # batches taken so far: a record's age is counted in them
+        self._last: dict[str, list[SampleRecord]] = {}  # the last batch taken, for a retry
+        self._eval = EvalTally()
         self.evicted = 0
 
     def __len__(self) -> int:
+        """Records waiting (the last batch's records, kept for a retry, not counted)."""
         return self._size
 
     def put(self, records: Iterable[SampleRecord]) -> None:
         for record in records:
-            self._by_uid.setdefault(record.uid, []).append(record)
+            _, group = self._by_uid.setdefault(record.uid, (self._batches, []))
+            group.append(record)
             self._size += 1
         while self._size > self.max_records:
-            _, dropped = self._by_uid.popitem(last=False)
-            self._size -= len(dropped)
-            self.evicted += len(dropped)
+            self._drop_oldest()
 
     async def aput(self, records: Iterable[SampleRecord]) -> None:
         self.put(records)
 
     def take(self, uids: Sequence[str]) -> dict[str, list[SampleRecord]]:
-        """Remove and return the records of ``uids`` (an absent uid maps to ``[]``)."""
+        """Remove and return the records of ``uids`` (an absent uid maps to ``[]``).
+
+        Asked for exactly the uids of the last batch again (a retry), it returns that batch's
+        records again. Otherwise the last batch's records are dropped (it was consumed) and
+        so are waiting records older than ``max_age`` batches."""
+        wanted = list(dict.fromkeys(uids))
+        if wanted and set(wanted) == set(self._last) and not any(u in self._by_uid for u in wanted):
+            return {uid: list(self._last[uid]) for uid in wanted}
         taken = {}
-        for uid in dict.fromkeys(uids):
-            records = self._by_uid.pop(uid, [])
+        for uid in wanted:
+            _, records = self._by_uid.pop(uid, (0, []))
             self._size -= len(records)
             taken[uid] = records
+        self._last = {uid: list(records) for uid, records in taken.items()}
+        self._batches += 1
+        while self._by_uid and next(iter(self._by_uid.values()))[0] < self._batches - self.max_age:
+            self._drop_oldest()
         return taken
+
+    def _drop_oldest(self) -> None:
+        _, (_, dropped) = self._by_uid.popitem(last=False)
+        self._size -= len(dropped)
+        self.evicted += len(dropped)
+
+    def put_eval(self, wm: float, real: float, executed: bool, exec_seconds: float) -> None:
+        """One validation sample's figures (world-model score, real outcome)."""
+        self._eval.add(np.array([wm]), np.array([real]), np.array([executed]), exec_seconds)
+
+    async def aput_eval(self, *args: float) -> None:
+        self.put_eval(*args)
+
+    def take_eval(self) -> EvalTally | None:
+        """The validation figures gathered since the last call (``None`` when none)."""
+        tally, self._eval = self._eval, EvalTally()
+        return tally if tally.wm or tally.real or tally.n_missing else None
 
 
 class RayLedger:
@@ -149,6 +201,12 @@ class RayLedger:
 
     def take(self, uids: Sequence[str]) -> dict[str, list[SampleRecord]]:
         return self._ray.get(self._actor.take.remote(list(uids)))
+
+    async def aput_eval(self, *args: float) -> None:
+        await self._actor.put_eval.remote(*args)
+
+    def take_eval(self) -> EvalTally | None:
+        return self._ray.get(self._actor.take_eval.remote())
 
     def __len__(self) -> int:
         return self._ray.get(self._actor.__len__.remote())

@@ -8,9 +8,23 @@ workers at once. Per sample it
    of its ``uid``: the same answer in every worker, so groups are anchored whole), starts the
    real execution *before* waiting for the world model, so both run at the same time,
 3. files a :class:`~wmrl_env.integrations.verl.ledger.SampleRecord` for the advantage step,
+   under the sample's key (``reward_extra_info["wmrl_key"]``: ``{uid}_{session_id}``),
 4. returns ``reward_score``: the real score on executed anchors, the world-model score
-   elsewhere, NaN for a failed execution or an invalid prediction (what verl logs as
+   elsewhere, NaN for a missing execution or an invalid prediction (what verl logs as
    ``critic/score``).
+
+Failures: a program that fails (crash, timeout, out of memory, invalid output) scores
+``failure_score`` (default the minimum of ``score_range``, else 0), like any outcome; only an
+infrastructure failure (the executor broke) is missing. A sample outside the anchors whose
+world-model prediction is invalid (e.g. an unparseable program) is executed alone: if the
+program fails it is scored ``failure_score``, else it is left out (advantage 0).
+
+Validation (``meta_info["validate"]``, set by verl's legacy trainer, or
+:meth:`WMRLRewardManager.is_validation`): each sample is executed for real with probability
+``eval_real_fraction`` (default 1), its ``reward_score`` is the real outcome (the world-model
+score where not executed), nothing is filed for the advantage step, and the figures reach
+the estimator's log as ``wmrl/eval_real_*`` / ``wmrl/eval_wm_*`` /
+``wmrl/eval_hacking_alarm`` at its next batch.
 
 Subclass it, set the class attributes and build the world model, executor and jobs::
 
@@ -33,28 +47,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+import uuid
 from typing import Any
 
-import numpy as np
-
 from wmrl_env.executors.base import ExecResult, Executor
+from wmrl_env.integrations._shared import (
+    UPDATE_WORLD_MODEL,
+    as_text,
+    failure_score_for,
+    real_outcome,
+)
 from wmrl_env.integrations.verl.ledger import SampleRecord, anchor_draw, default_ledger
+from wmrl_env.integrations.verl.patch import KEY_COLUMN, sample_key
 from wmrl_env.utils.imports import require
-from wmrl_env.world_models.base import WorldModel, as_prediction
+from wmrl_env.world_models.base import WorldModel, as_prediction, learn_from_real_scores
 
 _base = require("verl.experimental.reward_loop.reward_manager.base", "the verl integration")
 
 __all__ = ["WMRLRewardManager"]
-
-
-def _text(item: Any) -> str:
-    """A raw prompt (a string or chat messages) as text."""
-    if isinstance(item, str):
-        return item
-    if isinstance(item, Sequence | np.ndarray) and all(isinstance(m, Mapping) for m in item):
-        return "\n".join(str(message.get("content", "")) for message in item)
-    return str(item)
 
 
 class _PredictionBatcher:
@@ -67,7 +77,7 @@ class _PredictionBatcher:
         self.score_range = score_range
         self.wait_s = wait_s
         self._pending: list[tuple[Any, Any, asyncio.Future]] = []
-        self._lock = asyncio.Lock()
+        self.lock = asyncio.Lock()
         self._flushing: asyncio.Task | None = None
         self.calls = 0
 
@@ -84,7 +94,7 @@ class _PredictionBatcher:
         batch, self._pending = self._pending, []
         contexts, artifacts = [b[0] for b in batch], [b[1] for b in batch]
         try:
-            async with self._lock:
+            async with self.lock:
                 output = await asyncio.get_running_loop().run_in_executor(
                     None, self.world_model.predict, contexts, artifacts
                 )
@@ -105,6 +115,12 @@ class WMRLRewardManager(_base.RewardManagerBase):
         anchor_fraction: each group's chance to be executed for real.
         seed: fixes the anchor draw (must be the same in every worker).
         score_range: world-model scores outside it are invalid (never passed on).
+        failure_score: the score of a program that failed; default the minimum of
+            ``score_range``, else 0.
+        update_world_model: feed each anchor's real outcome to the world model's
+            ``update()`` (if it has one); on, as in every integration. Each reward worker
+            holds its own copy of the world model and learns from its own anchors.
+        eval_real_fraction: each validation sample's chance to be executed for real.
         batch_wait_s: how long a worker waits to gather concurrent samples into one
             ``predict``.
 
@@ -115,12 +131,17 @@ class WMRLRewardManager(_base.RewardManagerBase):
     anchor_fraction: float = 0.1
     seed: int = 0
     score_range: tuple[float, float] | None = None
+    failure_score: float | None = None
+    update_world_model: bool = UPDATE_WORLD_MODEL
+    eval_real_fraction: float = 1.0
     batch_wait_s: float = 0.005
 
     def __init__(self, config: Any, tokenizer: Any, compute_score: Any = None, **_: Any) -> None:
         super().__init__(config, tokenizer, compute_score)
-        if not 0.0 <= self.anchor_fraction <= 1.0:
-            raise ValueError(f"anchor_fraction must be in [0, 1], got {self.anchor_fraction}")
+        for name in ("anchor_fraction", "eval_real_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        self.outcome_on_failure = failure_score_for(self.failure_score, self.score_range)
         self.world_model = self.build_world_model()
         self.executor = self.build_executor()
         self.ledger = default_ledger()
@@ -144,6 +165,17 @@ class WMRLRewardManager(_base.RewardManagerBase):
     def to_artifact(self, response: str, row: dict[str, Any]) -> Any:
         return response
 
+    def is_validation(self, row: dict[str, Any], meta_info: dict[str, Any]) -> bool:
+        """Whether a sample belongs to a validation run: verl's ``meta_info["validate"]`` (the
+        legacy trainer), else verl's data convention ``extra_info["split"]`` in
+        ``("test", "val", "validation")`` (verl's v1 trainer tells the reward manager
+        nothing; override this when your validation rows are marked otherwise)."""
+        if meta_info.get("validate"):
+            return True
+        extra = row.get("extra_info")
+        split = extra.get("split") if isinstance(extra, dict) else None
+        return split in ("test", "val", "validation")
+
     # ------------------------------------------------------------------ verl's entry point
     async def run_single(self, data: Any) -> dict[str, Any]:
         item = data[-1:][0]  # multi-sequence outputs: the reward belongs to the last one
@@ -154,27 +186,67 @@ class WMRLRewardManager(_base.RewardManagerBase):
                 "(verl's PPO trainers set it); got fields " + ", ".join(sorted(row))
             )
         uid = str(row["uid"])
+        key = sample_key(uid, row["session_id"]) if "session_id" in row else uuid.uuid4().hex
         prompt, response = self._decode(item, row)
+        context, artifact = self.to_context(prompt, row), self.to_artifact(response, row)
+        if self.is_validation(row, dict(getattr(data, "meta_info", None) or {})):
+            return await self._validate(key, prompt, response, row, context, artifact)
         anchor = anchor_draw(uid, self.seed) < self.anchor_fraction
-        pending = None
-        if anchor:  # start the real run first: it and the world model proceed together
-            job = self.to_job(prompt, response, row)
-            if dataclasses.is_dataclass(job) and hasattr(job, "tags"):
-                job = dataclasses.replace(job, tags={"uid": uid, **job.tags})
-            pending = asyncio.wrap_future(self.executor.submit([job])[0])
-        wm_score, wm_valid = await self._batcher.predict(
-            self.to_context(prompt, row), self.to_artifact(response, row)
-        )
+        pending = self._submit(prompt, response, row, uid) if anchor else None
+        wm_score, wm_valid = await self._batcher.predict(context, artifact)
+        if pending is None and not wm_valid:  # an unparseable program? run it to know
+            pending = self._submit(prompt, response, row, uid)
         result: ExecResult | None = await pending if pending is not None else None
-        record = self._record(uid, anchor, wm_score, wm_valid, result)
+        record = self._record(uid, key, anchor, wm_score, wm_valid, result)
         await self.ledger.aput([record])
+        if anchor and self.update_world_model and math.isfinite(record.real_score):
+            await self._learn(context, artifact, record.real_score)
         return {
             "reward_score": record.reward,
             "reward_extra_info": {
+                KEY_COLUMN: key,
                 "wmrl_wm_score": wm_score if wm_valid else math.nan,
                 "wmrl_real_score": record.real_score,
                 "wmrl_is_anchor": anchor,
                 "wmrl_failed": record.failed,
+                "wmrl_validation": False,
+            },
+        }
+
+    def _submit(self, prompt: str, response: str, row: dict[str, Any], uid: str) -> Any:
+        job = self.to_job(prompt, response, row)
+        if dataclasses.is_dataclass(job) and hasattr(job, "tags"):
+            job = dataclasses.replace(job, tags={"uid": uid, **job.tags})
+        return asyncio.wrap_future(self.executor.submit([job])[0])
+
+    async def _learn(self, context: Any, artifact: Any, real: float) -> None:
+        async with self._batcher.lock:  # never while the world model predicts
+            await asyncio.get_running_loop().run_in_executor(
+                None, learn_from_real_scores, self.world_model, [context], [artifact], [real]
+            )
+
+    async def _validate(
+        self, key: str, prompt: str, response: str, row: dict[str, Any], context: Any, artifact: Any
+    ) -> dict[str, Any]:
+        executed = anchor_draw(f"eval\x00{key}", self.seed) < self.eval_real_fraction
+        pending = self._submit(prompt, response, row, str(row["uid"])) if executed else None
+        wm_score, wm_valid = await self._batcher.predict(context, artifact)
+        wm = wm_score if wm_valid else math.nan
+        real, seconds = math.nan, 0.0
+        if pending is not None:
+            result = await pending
+            real, _ = real_outcome(result, self.outcome_on_failure)
+            seconds = result.exec_seconds
+        await self.ledger.aput_eval(wm, real, executed, seconds)
+        return {
+            "reward_score": real if math.isfinite(real) else wm,
+            "reward_extra_info": {
+                KEY_COLUMN: key,
+                "wmrl_wm_score": wm,
+                "wmrl_real_score": real,
+                "wmrl_is_anchor": False,
+                "wmrl_failed": executed and math.isnan(real),
+                "wmrl_validation": True,
             },
         }
 
@@ -183,20 +255,27 @@ class WMRLRewardManager(_base.RewardManagerBase):
         length = int(item.batch["attention_mask"][-responses.shape[-1] :].sum())
         response = self.tokenizer.decode(responses[:length], skip_special_tokens=True)
         if "raw_prompt" in row:
-            return _text(row["raw_prompt"]), response
+            return as_text(row["raw_prompt"]), response
         prompts = item.batch["prompts"]
         mask = item.batch["attention_mask"][: prompts.shape[-1]].bool()
         return self.tokenizer.decode(prompts[mask], skip_special_tokens=True), response
 
     def _record(
-        self, uid: str, anchor: bool, wm_score: float, wm_valid: bool, result: ExecResult | None
+        self,
+        uid: str,
+        key: str,
+        anchor: bool,
+        wm_score: float,
+        wm_valid: bool,
+        result: ExecResult | None,
     ) -> SampleRecord:
-        real, failed = math.nan, False
+        real, missing = math.nan, False
         if result is not None:
-            if result.ok and math.isfinite(result.score):
-                real = result.score
-            else:
-                failed = True
+            real, missing = real_outcome(result, self.outcome_on_failure)
+        if not anchor:  # executed only because the prediction was invalid
+            if result is not None and result.status.is_program_failure:
+                wm_score, wm_valid = self.outcome_on_failure, True  # a known outcome
+            real, missing = math.nan, False
         reward = real if anchor else (wm_score if wm_valid else math.nan)
         return SampleRecord(
             uid=uid,
@@ -204,7 +283,8 @@ class WMRLRewardManager(_base.RewardManagerBase):
             wm_score=float(wm_score) if wm_valid else math.nan,
             wm_valid=wm_valid,
             real_score=float(real),
-            failed=failed,
+            failed=missing,
             is_anchor=anchor,
             inclusion_probability=float(self.anchor_fraction),
+            key=key,
         )
