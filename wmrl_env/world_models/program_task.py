@@ -42,23 +42,26 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction
-from wmrl_env.world_models.program_features import (
-    PROGRAM_FEATURE_NAMES,
-    ProgramFeaturizer,
-)
+from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.program_rows import ProgramTaskRows
 from wmrl_env.world_models.task_residual import (
     ResidualPrior,
     TaskPosterior,
     fit_residual_prior,
 )
-from wmrl_env.world_models.text import as_text, check_batch, check_real_scores, text_key
+from wmrl_env.world_models.text import (
+    as_text,
+    check_batch,
+    check_real_scores,
+    group_indices,
+    text_key,
+)
 
 __all__ = ["FORMAT_VERSION", "ProgramTaskWorldModel"]
 
 FORMAT_VERSION = 1
 """Version of the saved format; :meth:`ProgramTaskWorldModel.load` refuses any other."""
 
-_P = {name: i for i, name in enumerate(PROGRAM_FEATURE_NAMES)}
 _GP_COLUMNS = np.array(
     [
         i
@@ -116,14 +119,13 @@ class ProgramTaskWorldModel:
         self.max_anchors_per_task = max_anchors_per_task
         self.max_tasks = max_tasks
         self.seed = seed
-        self._programs = ProgramFeaturizer()
-        self._task_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._row_builder = ProgramTaskRows(task_featurizer, self.task_feature_names)
         self._booster: Any = None  # the level: score of a program on a task
         self._shape: Any = None  # the order within a task: within-task z-score
         self.shape_weight = 0.0
         self._spread: Any = None  # predicts |out-of-task residual|: where the model errs
         self._spread_floor = 0.0
-        self._width = len(PROGRAM_FEATURE_NAMES) + len(self.task_feature_names) + _N_INTERACTIONS
+        self._width = self._row_builder.width
         self._program_mean = np.zeros(len(PROGRAM_FEATURE_NAMES))
         self._program_scale = np.ones(len(PROGRAM_FEATURE_NAMES))
         self.prior: ResidualPrior | None = None
@@ -137,69 +139,9 @@ class ProgramTaskWorldModel:
     def fitted(self) -> bool:
         return self._booster is not None
 
-    def _task_vector(self, context: Any) -> np.ndarray:
-        key = text_key(as_text(context))
-        if key not in self._task_cache:
-            vector = np.asarray(self.task_featurizer(context), dtype=np.float64).reshape(-1)
-            if vector.shape != (len(self.task_feature_names),):
-                raise ValueError(
-                    f"task_featurizer returned {vector.shape}, "
-                    f"expected ({len(self.task_feature_names)},)"
-                )
-            self._task_cache[key] = vector
-            if len(self._task_cache) > 4096:
-                self._task_cache.popitem(last=False)
-        return self._task_cache[key]
-
-    def _interactions(self, program: np.ndarray, task: np.ndarray) -> np.ndarray:
-        def t(name: str) -> float:
-            if name not in self.task_feature_names:
-                return 0.0
-            return task[self.task_feature_names.index(name)]
-
-        def p(name: str) -> float:
-            return program[_P[name]]
-
-        family = max(
-            ("linear", "knn", "tree", "forest", "boosting", "svm"), key=lambda f: p(f"family_{f}")
-        )
-        landmarks = {
-            "linear": t("landmark_linear"),
-            "svm": t("landmark_svm"),
-            "knn": t("landmark_knn"),
-            "tree": t("landmark_stump"),
-            "forest": t("landmark_forest"),
-            "boosting": t("landmark_forest"),
-        }
-        landmark = landmarks[family] if p(f"family_{family}") > 0 else np.nan
-        best = _nan_max(*landmarks.values())
-        nan_tolerant = p("family_boosting") > 0 and p("family_unknown") == 0
-        classify = 1.0 - t("kind_regression") if not np.isnan(t("kind_regression")) else np.nan
-        return np.array(
-            [
-                landmark,
-                landmark - best,
-                p("log1p") * t("negative_columns_share"),
-                p("log1p_before_impute") * t("negative_columns_share"),
-                (1.0 - p("imputes")) * (not nan_tolerant) * t("missing_share"),
-                p("is_regressor") * classify,
-                p("is_classifier") * (1.0 - classify),
-                t("kind_binary") * (1.0 - max(p("predict_proba"), p("decision_function"))),
-                t("log_rows") + np.nan_to_num(p("log_n_estimators")),
-                p("poly_degree") * t("log_columns"),
-                (1.0 - p("scales")) * t("log_scale_spread"),
-            ]
-        )
-
     def _rows(self, contexts: Sequence[Any], programs: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Feature rows (NaN rows for unparseable programs) and the parseable mask."""
-        features = self._programs(programs)
-        ok = np.array([f is not None for f in features], dtype=bool)
-        rows = np.full((len(programs), self._width), np.nan)
-        for i in np.flatnonzero(ok):
-            task = self._task_vector(contexts[i])
-            rows[i] = np.concatenate([features[i], task, self._interactions(features[i], task)])
-        return rows, ok
+        return self._row_builder(contexts, programs)
 
     def _program_space(self, rows: np.ndarray) -> np.ndarray:
         """Standardised program features (the GP's input); NaN -> the training mean."""
@@ -359,11 +301,11 @@ class ProgramTaskWorldModel:
             correction, variance = np.zeros(len(base)), np.full(len(base), self.prior.total)
             keys = [text_key(as_text(contexts[i])) for i in np.flatnonzero(ok)]
             space = self._program_space(rows[ok])
-            for key in set(keys) & set(self._anchors):
-                members = np.array([k == key for k in keys])
-                correction[members], variance[members] = self._posterior(key).predict(
-                    space[members]
-                )
+            for key, members in group_indices(keys).items():
+                if key in self._anchors:
+                    correction[members], variance[members] = self._posterior(key).predict(
+                        space[members]
+                    )
             scores[ok] = np.clip(base + correction, *self.score_range)
             std[ok] = spread * np.sqrt(variance / self.prior.total) * self.std_scale
         reasons = ["" if good else "unparseable" for good in ok]
@@ -399,8 +341,7 @@ class ProgramTaskWorldModel:
             residuals = real[keep] - self._base(rows[keep])
         space = self._program_space(rows[keep])
         keys = [text_key(as_text(contexts[i])) for i in np.flatnonzero(keep)]
-        for key in dict.fromkeys(keys):
-            members = np.array([k == key for k in keys])
+        for key, members in group_indices(keys).items():
             old_x, old_r = self._anchors.pop(key, (space[:0], residuals[:0]))
             x = np.concatenate([old_x, space[members]])[-self.max_anchors_per_task :]
             r = np.concatenate([old_r, residuals[members]])[-self.max_anchors_per_task :]
@@ -518,14 +459,6 @@ class ProgramTaskWorldModel:
         model.shape_weight = state["shape_weight"]
         model._spread, model._spread_floor = state["spread"], state["spread_floor"]
         return model
-
-
-_N_INTERACTIONS = 11
-
-
-def _nan_max(*values: float) -> float:
-    finite = [v for v in values if not np.isnan(v)]
-    return max(finite) if finite else np.nan
 
 
 def _within_task_z(y: np.ndarray, groups: np.ndarray, scale: bool = True) -> np.ndarray:
