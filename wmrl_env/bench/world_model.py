@@ -69,10 +69,10 @@ class RandomWorldModel:
 
 
 def default_world_model(task_ids: Sequence[str]) -> ProgramWorldModel:
-    """The package's default world model for ML programs (v2: the program's syntax tree and
+    """The package's default world model for ML programs (v3: the program's syntax tree and
     the task's train file, pretrained on the ``wm`` split's execution table, learning each
-    task online from its anchors), reading structured actions on ``task_ids`` as the programs
-    they render."""
+    task online from its anchors through how programs co-vary across tasks), reading
+    structured actions on ``task_ids`` as the programs they render."""
     from wmrl_env.envs.ml_tasks import get_task
     from wmrl_env.world_models import load_default_ml_world_model
 

@@ -260,12 +260,7 @@ def program_features(program: str) -> np.ndarray | None:
 
     estimators: list[tuple[str, ast.Call]] = []
     order: list[str] = []  # preprocessing steps in source order
-    strings, calls = set(), []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            calls.append(node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            strings.add(node.value)
+    calls, strings = _calls_and_strings(tree)
     calls.sort(key=lambda n: (n.lineno, n.col_offset))
     for call in calls:
         name = _called_name(call)
@@ -354,6 +349,25 @@ def estimator_role(name: str) -> str | None:
     if "Regressor" in name or "Regression" in name:
         return "regressor"
     return None
+
+
+def _calls_and_strings(tree: ast.AST) -> tuple[list[ast.Call], set[str]]:
+    """Every call and every string literal in ``tree`` (what ``ast.walk`` would find,
+    without its generators: the walk was most of the featurizer's time)."""
+    calls, strings, stack = [], set(), [tree]
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Call:
+            calls.append(node)
+        elif type(node) is ast.Constant and type(node.value) is str:
+            strings.add(node.value)
+        for name in node._fields:
+            child = getattr(node, name, None)
+            if type(child) is list:
+                stack.extend(item for item in child if isinstance(item, ast.AST))
+            elif isinstance(child, ast.AST) and name != "ctx":
+                stack.append(child)
+    return calls, strings
 
 
 def _is_str(node: ast.expr, text: str) -> bool:

@@ -64,7 +64,7 @@ class ProgramTaskRows:
         task_featurizer: Callable[[Any], np.ndarray],
         task_feature_names: Sequence[str],
         *,
-        max_rows: int = 200_000,
+        max_rows: int = 50_000,
     ) -> None:
         self.task_featurizer = task_featurizer
         self.task_feature_names = tuple(task_feature_names)
@@ -93,11 +93,16 @@ class ProgramTaskRows:
         return self._tasks[key]
 
     def __call__(
-        self, contexts: Sequence[Any], programs: Sequence[str]
+        self,
+        contexts: Sequence[Any],
+        programs: Sequence[str],
+        task_keys: Sequence[str] | None = None,
+        program_keys: Sequence[str] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Feature rows (NaN rows for unparseable programs) and the parseable mask."""
-        task_keys = [text_key(as_text(c)) for c in contexts]
-        program_keys = [text_key(p) for p in programs]
+        """Feature rows (NaN rows for unparseable programs) and the parseable mask; the
+        text keys of contexts and programs may be passed when the caller has them."""
+        task_keys = task_keys or [text_key(as_text(c)) for c in contexts]
+        program_keys = program_keys or [text_key(p) for p in programs]
         rows = np.full((len(programs), self.width), np.nan)
         ok = np.zeros(len(programs), dtype=bool)
         missing: dict[tuple[str, str], list[int]] = {}
