@@ -351,21 +351,50 @@ def estimator_role(name: str) -> str | None:
     return None
 
 
+_NOT_CHILDREN = frozenset(
+    [
+        "ctx",
+        "op",
+        "id",
+        "attr",
+        "arg",
+        "name",
+        "asname",
+        "module",
+        "level",
+        "kind",
+        "type_comment",
+        "conversion",
+        "is_async",
+    ]
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def _calls_and_strings(tree: ast.AST) -> tuple[list[ast.Call], set[str]]:
-    """Every call and every string literal in ``tree`` (what ``ast.walk`` would find,
-    without its generators: the walk was most of the featurizer's time)."""
+    """Every call and every string literal in ``tree`` (what ``ast.walk`` would find, with
+    the child fields of each node type looked up once: the walk was most of the cost)."""
     calls, strings, stack = [], set(), [tree]
     while stack:
         node = stack.pop()
-        if type(node) is ast.Call:
+        kind = type(node)
+        if kind is ast.Constant:
+            if type(node.value) is str:
+                strings.add(node.value)
+            continue
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            if not isinstance(node, ast.AST):  # a name in Global.names, a None key ...
+                continue
+            fields = tuple(f for f in kind._fields if f not in _NOT_CHILDREN)
+            _CHILD_FIELDS[kind] = fields
+        if kind is ast.Call:
             calls.append(node)
-        elif type(node) is ast.Constant and type(node.value) is str:
-            strings.add(node.value)
-        for name in node._fields:
+        for name in fields:
             child = getattr(node, name, None)
             if type(child) is list:
-                stack.extend(item for item in child if isinstance(item, ast.AST))
-            elif isinstance(child, ast.AST) and name != "ctx":
+                stack.extend(child)
+            elif child is not None:
                 stack.append(child)
     return calls, strings
 
