@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ml_table import table_inputs
 from scipy.stats import spearmanr
 
-from wmrl_env.envs.ml_tasks import get_task, load_table
+from wmrl_env.envs.ml_tasks import get_task
 from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_program
 from wmrl_env.testing import WorldModelContract
 from wmrl_env.world_models import ProgramProfileWorldModel, load_default_ml_world_model
 from wmrl_env.world_models.base import as_prediction
 from wmrl_env.world_models.program_profile import on_policy_draw
-
-HELDOUT = ("wine", "diabetes", "engel")
-
-
-def table_inputs(n: int, tasks=HELDOUT) -> tuple[list[str], list[str], np.ndarray]:
-    rows = [row for task in tasks for row in load_table().for_task(task)][::7][:n]
-    contexts = [get_task(row.task_id).description for row in rows]
-    scores = np.array([row.score if row.status == "ok" else 0.0 for row in rows])
-    return contexts, [row.program() for row in rows], scores
 
 
 class TestProgramProfileContract(WorldModelContract):

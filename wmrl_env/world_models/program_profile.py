@@ -44,6 +44,14 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction
+from wmrl_env.world_models.pretraining import (
+    artifact_header,
+    fit_booster,
+    one_thread,
+    program_scale,
+    read_artifact,
+    spread_std,
+)
 from wmrl_env.world_models.program_covariance import (
     ProfilePosterior,
     ProgramCovariance,
@@ -220,7 +228,7 @@ class ProgramProfileWorldModel:
         n_tasks = int(groups.max()) + 1 if len(groups) else 0
         if n_tasks < 2 * n_folds:
             raise ValueError(f"need scored programs of at least {2 * n_folds} tasks, got {n_tasks}")
-        self._fit_program_scale(rows)
+        self._program_mean, self._program_scale = program_scale(rows)
         self._fit_grid()
         weights, share = self._placement(rows, keys)
         on_grid = share == 0.0
@@ -228,7 +236,7 @@ class ProgramProfileWorldModel:
         folds = np.arange(n_tasks) % n_folds
         np.random.default_rng(self.seed).shuffle(folds)
         residuals, spread = np.empty_like(y), np.empty_like(y)
-        with _one_thread():
+        with one_thread():
             for fold in range(n_folds):
                 held = folds[groups] == fold
                 level = self._fit_booster(rows[~held], y[~held])
@@ -265,15 +273,6 @@ class ProgramProfileWorldModel:
         self.reset_task()
         return self
 
-    def _fit_program_scale(self, rows: np.ndarray) -> None:
-        program = rows[:, : len(PROGRAM_FEATURE_NAMES)]
-        seen = ~np.isnan(program)
-        count = np.maximum(seen.sum(axis=0), 1)
-        self._program_mean = np.where(seen, program, 0.0).sum(axis=0) / count
-        centred = np.where(seen, program - self._program_mean, 0.0)
-        spread = np.sqrt((centred**2).sum(axis=0) / count)
-        self._program_scale = np.where(spread > 0, spread, 1.0)
-
     def _fit_grid(self) -> None:
         texts = [(i, text) for i, label in enumerate(self.labels) for text in self.grid[label]]
         features = self.rows.programs([text for _, text in texts])
@@ -302,26 +301,10 @@ class ProgramProfileWorldModel:
         )
 
     def _fit_booster(self, rows: np.ndarray, target: np.ndarray, spread: bool = False) -> Any:
-        """Histogram gradient boosting (absolute loss, fewer rounds for the ``spread``
-        model); a column with no value is zeroed for the fit (scikit-learn cannot bin it)."""
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
-        rows = rows.copy()
-        rows[:, np.isnan(rows).all(axis=0)] = 0.0
-        booster = HistGradientBoostingRegressor(
-            loss="absolute_error" if spread else "squared_error",
-            max_iter=60 if spread else 150,
-            learning_rate=0.08,
-            max_leaf_nodes=15,
-            min_samples_leaf=10,
-            l2_regularization=1.0,
-            random_state=self.seed,
-        )
-        return booster.fit(rows, target)
+        return fit_booster(rows, target, seed=self.seed, spread=spread)
 
     def _spread_from(self, expected: np.ndarray) -> np.ndarray:
-        """Zero-shot std before calibration: sqrt(pi/2) x the predicted |residual|."""
-        return np.sqrt(np.pi / 2) * np.maximum(expected, 0.2 * self._spread_floor)
+        return spread_std(expected, self._spread_floor)
 
     def _shrink(self, variance: np.ndarray, prior: np.ndarray) -> np.ndarray:
         """How much the anchors narrowed a program's std: sqrt of the posterior / prior
@@ -421,7 +404,7 @@ class ProgramProfileWorldModel:
             level, spread = np.full(len(new), np.nan), np.full(len(new), np.nan)
             weights, share = np.zeros((len(new), len(self.labels))), np.zeros(len(new))
             if ok.any():
-                with _one_thread():
+                with one_thread():
                     level[ok] = self._level.predict(rows[ok])
                     spread[ok] = self._spread_from(self._spread.predict(rows[ok]))
                 weights[ok], share[ok] = self._placement(
@@ -597,12 +580,7 @@ class ProgramProfileWorldModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {name: getattr(self, name) for name in self._SAVED}
-        state.update(
-            version=FORMAT_VERSION,
-            sklearn=_sklearn_version(),
-            task_feature_names=self.task_feature_names,
-            program_feature_names=PROGRAM_FEATURE_NAMES,
-        )
+        state.update(artifact_header(FORMAT_VERSION), task_feature_names=self.task_feature_names)
         path.write_bytes(pickle.dumps(state, protocol=4))
         return path
 
@@ -617,17 +595,7 @@ class ProgramProfileWorldModel:
     ) -> ProgramProfileWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
-        state = pickle.loads(Path(path).read_bytes())
-        if not isinstance(state, dict) or state.get("version") != FORMAT_VERSION:
-            found = state.get("version") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"{path}: format version {found}, this code reads {FORMAT_VERSION}")
-        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
-            raise ValueError(f"{path} was trained on other program features: retrain it")
-        if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
-            raise ValueError(
-                f"{path} was saved with scikit-learn {state['sklearn']}, this is "
-                f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend profile)"
-            )
+        state = read_artifact(path, FORMAT_VERSION, "profile")
         model = cls(
             task_featurizer,
             state["task_feature_names"],
@@ -641,16 +609,3 @@ class ProgramProfileWorldModel:
         for name in cls._SAVED:
             setattr(model, name, state[name])
         return model
-
-
-def _one_thread() -> Any:
-    """Boosting uses OpenMP threads; on a few shared cores they oversubscribe."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="openmp")
-
-
-def _sklearn_version() -> str:
-    import sklearn
-
-    return sklearn.__version__

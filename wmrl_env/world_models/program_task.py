@@ -42,6 +42,14 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction
+from wmrl_env.world_models.pretraining import (
+    artifact_header,
+    fit_booster,
+    one_thread,
+    program_scale,
+    read_artifact,
+    spread_std,
+)
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
 from wmrl_env.world_models.program_rows import ProgramTaskRows
 from wmrl_env.world_models.task_residual import (
@@ -173,19 +181,13 @@ class ProgramTaskWorldModel:
         n_tasks = int(groups.max()) + 1 if len(groups) else 0
         if n_tasks < 2:
             raise ValueError(f"need scored programs of at least 2 tasks, got {n_tasks}")
-        program = rows[:, : len(PROGRAM_FEATURE_NAMES)]
-        seen = ~np.isnan(program)
-        filled = np.where(seen, program, 0.0)
-        count = np.maximum(seen.sum(axis=0), 1)
-        self._program_mean = filled.sum(axis=0) / count  # 0 for a column never seen
-        spread = np.sqrt((np.where(seen, program - self._program_mean, 0.0) ** 2).sum(0) / count)
-        self._program_scale = np.where(spread > 0, spread, 1.0)
+        self._program_mean, self._program_scale = program_scale(rows)
         out_of_task = np.empty_like(y)
         folds = np.arange(n_tasks) % min(n_folds, n_tasks)
         np.random.default_rng(self.seed).shuffle(folds)
         z = _within_task_z(y, groups)
         shape_out_of_task = np.empty_like(y)
-        with _one_thread():
+        with one_thread():
             for fold in np.unique(folds):
                 held = folds[groups] == fold
                 out_of_task[held] = self._fit_booster(rows[~held], y[~held]).predict(rows[held])
@@ -210,7 +212,7 @@ class ProgramTaskWorldModel:
                 spread[held] = self._fit_booster(rows[~held], absolute, spread=True).predict(
                     rows[held]
                 )
-            spread = np.sqrt(np.pi / 2) * np.maximum(spread, 0.2 * self._spread_floor)
+            spread = spread_std(spread, self._spread_floor)
             self._spread = self._fit_booster(rows, np.abs(residuals), spread=True)
         self.fallback_score = float(np.mean(y))
         space = self._program_space(rows)
@@ -224,28 +226,11 @@ class ProgramTaskWorldModel:
         return self
 
     def _fit_booster(self, rows: np.ndarray, target: np.ndarray, spread: bool = False) -> Any:
-        """Histogram gradient boosting (absolute loss, fewer rounds for the ``spread``
-        model). A column with no value in ``rows`` is zeroed for the fit: scikit-learn
-        cannot bin it, and at prediction time its NaN then takes the majority branch."""
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
-        rows = rows.copy()
-        rows[:, np.isnan(rows).all(axis=0)] = 0.0
-        booster = HistGradientBoostingRegressor(
-            loss="absolute_error" if spread else "squared_error",
-            max_iter=60 if spread else 150,
-            learning_rate=0.08,
-            max_leaf_nodes=15,
-            min_samples_leaf=10,
-            l2_regularization=1.0,
-            random_state=self.seed,
-        )
-        return booster.fit(rows, target)
+        return fit_booster(rows, target, seed=self.seed, spread=spread)
 
     def _spread_of(self, rows: np.ndarray) -> np.ndarray:
         """Zero-shot std before calibration: sqrt(pi/2) x the predicted |residual|."""
-        expected = self._spread.predict(rows)
-        return np.sqrt(np.pi / 2) * np.maximum(expected, 0.2 * self._spread_floor)
+        return spread_std(self._spread.predict(rows), self._spread_floor)
 
     def _conformal_scale(
         self,
@@ -295,7 +280,7 @@ class ProgramTaskWorldModel:
         scores = np.full(len(programs), self.fallback_score)
         std = np.full(len(programs), np.sqrt(self.prior.total) * self.std_scale)
         if ok.any():
-            with _one_thread():
+            with one_thread():
                 base = self._base(rows[ok])
                 spread = self._spread_of(rows[ok])
             correction, variance = np.zeros(len(base)), np.full(len(base), self.prior.total)
@@ -337,7 +322,7 @@ class ProgramTaskWorldModel:
         keep &= ok
         if not keep.any():
             return
-        with _one_thread():
+        with one_thread():
             residuals = real[keep] - self._base(rows[keep])
         space = self._program_space(rows[keep])
         keys = [text_key(as_text(contexts[i])) for i in np.flatnonzero(keep)]
@@ -397,8 +382,7 @@ class ProgramTaskWorldModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {
-            "version": FORMAT_VERSION,
-            "sklearn": _sklearn_version(),
+            **artifact_header(FORMAT_VERSION),
             "task_feature_names": self.task_feature_names,
             "score_range": self.score_range,
             "max_anchors_per_task": self.max_anchors_per_task,
@@ -414,7 +398,6 @@ class ProgramTaskWorldModel:
             "prior": self.prior,
             "std_scale": self.std_scale,
             "fallback_score": self.fallback_score,
-            "program_feature_names": PROGRAM_FEATURE_NAMES,
         }
         path.write_bytes(pickle.dumps(state, protocol=4))
         return path
@@ -430,17 +413,7 @@ class ProgramTaskWorldModel:
     ) -> ProgramTaskWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
-        state = pickle.loads(Path(path).read_bytes())
-        if not isinstance(state, dict) or state.get("version") != FORMAT_VERSION:
-            found = state.get("version") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"{path}: format version {found}, this code reads {FORMAT_VERSION}")
-        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
-            raise ValueError(f"{path} was trained on other program features: retrain it")
-        if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
-            raise ValueError(
-                f"{path} was saved with scikit-learn {state['sklearn']}, this is "
-                f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend program)"
-            )
+        state = read_artifact(path, FORMAT_VERSION, "program")
         model = cls(
             task_featurizer,
             state["task_feature_names"],
@@ -469,16 +442,3 @@ def _within_task_z(y: np.ndarray, groups: np.ndarray, scale: bool = True) -> np.
         spread = y[members].std() if scale else 1.0
         z[members] = (y[members] - y[members].mean()) / spread if spread > 0 else 0.0
     return z
-
-
-def _one_thread() -> Any:
-    """Boosting uses OpenMP threads; on a few shared cores they oversubscribe (16x slower)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="openmp")
-
-
-def _sklearn_version() -> str:
-    import sklearn
-
-    return sklearn.__version__
