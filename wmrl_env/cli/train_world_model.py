@@ -24,7 +24,7 @@ The log is a CSV or SQLite file (:func:`~wmrl_env.world_models.training_data.rea
 printed on stdout.
 
 Example:
-    $ wmrl train-world-model --backend profile --table-split wm \\
+    $ wmrl train-world-model --backend profile --table-split wm,train \\
           --out wmrl_env/world_models/pretrained/ml_program_profile_v3.pkl
     $ wmrl train-world-model runs/log.sqlite --backend causal-lm --model ./qwen-0.5b \\
           --contexts tasks.json --epochs 2 --out runs/wm-lora

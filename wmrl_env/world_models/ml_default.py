@@ -2,8 +2,12 @@
 
 :func:`load_default_ml_world_model` returns world model v3, the committed
 :class:`~wmrl_env.world_models.program_profile.ProgramProfileWorldModel`
-(``pretrained/ml_program_profile_v3.pkl``); :func:`load_ml_world_model` loads v2
-(:class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel`) or v3 by name. Both
+(``pretrained/ml_program_profile_v3.pkl``, pretrained on the ``wm`` and ``train`` splits:
+for any task outside them, i.e. the ``heldout`` split and a user's own tasks);
+:func:`load_ml_world_model` loads v2
+(:class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel`, pretrained on ``wm``
+alone: what ``wmrl bench`` uses, since it trains its policy on ``train`` tasks) or v3 by
+name. Both
 are wired to :func:`wmrl_env.envs.ml_tasks.features.context_features`: a context is a
 task's description (or an ``MLTask``); the model finds the task it names and reads its
 train file. :func:`pretrain_ml_world_model` rebuilds either from the committed execution
@@ -29,6 +33,7 @@ from wmrl_env.world_models.program_task import ProgramTaskWorldModel
 __all__ = [
     "ARTIFACTS",
     "DEFAULT_ARTIFACT",
+    "PRETRAINING_SPLITS",
     "load_default_ml_world_model",
     "load_ml_world_model",
     "ml_program_grid",
@@ -49,6 +54,10 @@ _BUILD = {
     "v2": "wmrl train-world-model --backend program --table-split wm --out {path}",
     "v3": "wmrl train-world-model --backend profile --table-split wm,train --out {path}",
 }
+PRETRAINING_SPLITS = {"v2": "wm", "v3": "wm,train"}
+"""The suite's splits each committed artifact was pretrained on: a world model must not
+reward a policy on tasks whose real scores it was fitted on (``wmrl bench`` trains on
+``train`` tasks, so it uses v2)."""
 
 
 def load_ml_world_model(
