@@ -2,7 +2,7 @@
 
     python benchmarks/bench_world_models.py throughput [--out runs/bench_wm]
     python benchmarks/bench_world_models.py heldout    [--out runs/bench_wm]
-    python benchmarks/bench_world_models.py v2         [--out runs/bench_wm] [--repeats 10]
+    python benchmarks/bench_world_models.py anchors    [--out runs/bench_wm] [--repeats 10]
 
 ``throughput``: predictions per second at batch 64 and 256 for the embedding regressor
 (all-MiniLM-L6-v2 + ridge) and the causal-LM scorer (a tiny random Qwen2, i.e. the plumbing's
@@ -17,13 +17,16 @@ isotonic calibration (cross-fitted: fitted on half of the held-out pairs, scored
 other half, both ways), against a constant predictor; compares the regression heads; writes
 a calibration-curve PNG. Needs the committed execution table (``wmrl build-tables``).
 
-``v2``: world model v2 (``ProgramTaskWorldModel``), pretrained afresh on the ``wm`` split
-(the train tasks until the suite has one), on every held-out task: within-task Spearman and
-top-1 regret (best real score among the scored programs minus that of the predicted best),
-zero-shot and after 1, 2 and 4 anchor groups of 8 programs of the task fed through
-``update()`` (``--repeats`` random draws each; scored on the task's other programs); the
-share of real scores inside +-1 and +-1.96 predicted std; new programs per second (every
-program text unseen, batches of 256). Failed executions score 0, the reward they get.
+``anchors``: world models v2 (``ProgramTaskWorldModel``) and v3
+(``ProgramProfileWorldModel``), each pretrained afresh on ``--fit-split`` (default the
+``wm`` and ``train`` splits; never a held-out task), on every held-out task: within-task
+Spearman and top-1 regret (best real score among the task's programs that were not anchors
+minus that of the predicted best), zero-shot and after 1, 2, 4 and 8 anchor groups of 8
+programs of the task fed through ``update()``, drawn ``uniform`` (distinct, random) or
+``on_policy`` (with repeats, from a softmax policy concentrated on a few good programs),
+``--repeats`` draws each, scored on the task's other programs; the share of real scores
+inside +-1 and +-1.96 predicted std; programs per CPU-second at batch 256, every text new
+and cached. Failed executions score 0, the reward they get.
 """
 
 from __future__ import annotations
@@ -184,9 +187,25 @@ def plot_calibration(curves: dict[str, np.ndarray], real: np.ndarray, path: Path
     print("wrote", path)
 
 
-def within_task_metrics(model, pairs, n_groups: int, repeats: int, seed: int) -> dict:
-    """Spearman, top-1 regret and interval coverage on each task's non-anchor programs,
-    after ``n_groups`` anchor groups of :data:`GROUP_SIZE` random programs of the task."""
+POLICIES = ("uniform", "on_policy")
+
+
+def anchor_draw(policy: str, real: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Positions of ``n`` anchors among a task's programs: ``uniform`` (distinct, random) or
+    ``on_policy`` (with repeats, from a softmax policy concentrated on a few good programs:
+    :func:`~wmrl_env.world_models.program_profile.on_policy_draw`)."""
+    from wmrl_env.world_models.program_profile import on_policy_draw
+
+    if policy == "uniform":
+        return rng.permutation(len(real))[:n]
+    return on_policy_draw(real, n, rng)
+
+
+def within_task_metrics(model, pairs, n_groups: int, policy: str, repeats: int, seed: int) -> dict:
+    """Spearman, top-1 regret and interval coverage on each task's programs that were not
+    anchors, after ``n_groups`` anchor groups of :data:`GROUP_SIZE` programs of the task
+    (drawn by ``policy``) fed through ``update()``; the task's other rows never reach the
+    model."""
     contexts, programs, real = pairs
     contexts = np.array(contexts, dtype=object)
     rng = np.random.default_rng(seed)
@@ -195,8 +214,8 @@ def within_task_metrics(model, pairs, n_groups: int, repeats: int, seed: int) ->
         members = np.flatnonzero(contexts == task)
         for _ in range(repeats if n_groups else 1):
             model.reset_task()
-            order = rng.permutation(members)
-            anchors, rest = order[: n_groups * GROUP_SIZE], order[n_groups * GROUP_SIZE :]
+            anchors = members[anchor_draw(policy, real[members], n_groups * GROUP_SIZE, rng)]
+            rest = np.setdiff1d(members, anchors)
             if n_groups:
                 model.update(list(contexts[anchors]), [programs[i] for i in anchors], real[anchors])
             p = model.predict(list(contexts[rest]), [programs[i] for i in rest])
@@ -205,23 +224,22 @@ def within_task_metrics(model, pairs, n_groups: int, repeats: int, seed: int) ->
             z.append(np.abs(p.scores - real[rest]) / p.std)
     z = np.concatenate(z)
     row = {
-        "spearman": float(np.mean(spearman)),
-        "spearman_se": float(np.std(spearman) / np.sqrt(len(spearman))),
+        "spearman": float(np.nanmean(spearman)),
+        "spearman_se": float(np.nanstd(spearman) / np.sqrt(len(spearman))),
         "top1_regret": float(np.mean(regret)),
         "coverage_68": float(np.mean(z <= 1.0)),
         "coverage_95": float(np.mean(z <= 1.96)),
         "n_predictions": len(z),
     }
-    print(f"anchor groups {n_groups}:", {k: round(v, 3) for k, v in row.items()}, flush=True)
+    shown = {k: round(v, 3) for k, v in row.items()}
+    print(f"  {policy} anchor groups {n_groups}:", shown, flush=True)
     return row
 
 
-def program_throughput(
-    model, contexts: list[str], batch: int = 256, rounds: int = 4
-) -> dict[str, float]:
-    """New programs per second, every text unseen (a unique comment line each): per second
-    of wall time, and per second of this process's CPU time (what an idle core would do;
-    on the shared 2-core machine the wall figure mostly measures the other jobs)."""
+def program_throughput(model, contexts: list[str], batch: int = 256, rounds: int = 4) -> dict:
+    """Programs per CPU-second of this process (what one idle core would do; on the shared
+    machine the wall figure mostly measures the other jobs), at batch ``batch``: ``new``
+    (every text unseen: a unique comment line each) and ``cached`` (the same batches again)."""
     from wmrl_env.envs.ml_tasks.programs import all_programs, render_program
 
     specs = all_programs()
@@ -232,63 +250,68 @@ def program_throughput(
         ]
         for r in range(rounds)
     ]
-    grouped = [contexts[i % len(contexts)] for i in range(batch)]
-    wall, cpu = time.perf_counter(), time.process_time()
-    for texts in batches:
-        model.predict(grouped, texts)
-    n = batch * rounds
-    return {
-        "wall": round(n / (time.perf_counter() - wall), 1),
-        "cpu": round(n / (time.process_time() - cpu), 1),
-    }
+    grouped = [contexts[(i // GROUP_SIZE) % len(contexts)] for i in range(batch)]
+    out = {}
+    for regime in ("new", "cached"):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for texts in batches:
+            model.predict(grouped, texts)
+        n = batch * rounds
+        out[f"{regime}_cpu"] = round(n / (time.process_time() - cpu), 1)
+        out[f"{regime}_wall"] = round(n / (time.perf_counter() - wall), 1)
+    return out
 
 
-def v2(out: Path, repeats: int, fit_split: str) -> dict:
+def anchors(out: Path, versions: list[str], repeats: int, fit_split: str) -> dict:
+    """World models v2 and v3 side by side on the held-out tasks (see the module doc)."""
     from wmrl_env.world_models.ml_default import (
         pretrain_ml_world_model,
         pretraining_tasks,
         table_training_pairs,
     )
 
-    fit_tasks = fit_split.split(",") if "," in fit_split else pretraining_tasks(fit_split)
-    start = time.perf_counter()
-    model = pretrain_ml_world_model(fit_tasks)
-    fit_seconds = time.perf_counter() - start
-    print(f"fitted on {len(fit_tasks)} tasks in {fit_seconds:.1f} s", flush=True)
+    fit_tasks = pretraining_tasks(fit_split)
     eval_tasks = pretraining_tasks("heldout")
-    print(f"evaluating on {len(eval_tasks)} held-out tasks", flush=True)
+    assert not set(fit_tasks) & set(eval_tasks), "never evaluate on tasks used for fitting"
     pairs = table_training_pairs(eval_tasks)
-    results = {
-        "fit_tasks": list(fit_tasks),
-        "eval_tasks": list(eval_tasks),
-        "fit_seconds": round(fit_seconds, 1),
-        "repeats": repeats,
-        "by_anchor_groups": {
-            k: within_task_metrics(model, pairs, k, repeats, seed=k) for k in (0, 1, 2, 4)
-        },
-    }
-    model.reset_task()
-    results["new_programs_per_second"] = program_throughput(model, sorted(set(pairs[0])))
-    results["load_average"] = os.getloadavg()
-    print("new programs/s", results["new_programs_per_second"], "load", os.getloadavg())
+    results = {"fit_split": fit_split, "n_fit_tasks": len(fit_tasks), "repeats": repeats}
+    results["eval_tasks"] = list(eval_tasks)
+    for version in versions:
+        start = time.perf_counter()
+        model = pretrain_ml_world_model(fit_tasks, version=version)
+        fit_seconds = time.perf_counter() - start
+        print(f"{version}: fitted on {len(fit_tasks)} tasks in {fit_seconds:.1f} s", flush=True)
+        row = {"fit_seconds": round(fit_seconds, 1)}
+        for policy in POLICIES:
+            row[policy] = {
+                k: within_task_metrics(model, pairs, k, policy, repeats, seed=k)
+                for k in ((0, 1, 2, 4, 8) if policy == "uniform" else (1, 2, 4, 8))
+            }
+        model.reset_task()
+        row["programs_per_second"] = program_throughput(model, sorted(set(pairs[0])))
+        row["load_average"] = os.getloadavg()
+        print(f"{version} programs/s", row["programs_per_second"], "load", os.getloadavg())
+        results[version] = row
+        (out / "anchors.partial.json").write_text(json.dumps(results, indent=2))
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("throughput", "heldout", "v2"))
+    parser.add_argument("what", choices=("throughput", "heldout", "anchors"))
     parser.add_argument("--out", default="runs/bench_wm")
-    parser.add_argument("--repeats", type=int, default=10, help="v2: anchor draws per task")
+    parser.add_argument("--repeats", type=int, default=10, help="anchors: draws per task")
     parser.add_argument(
         "--fit-split",
-        default="wm",
-        help="v2: pretrain on this split's table rows (default wm) or on comma-separated tasks",
+        default="wm,train",
+        help="anchors: pretrain on these splits' table rows (default wm,train)",
     )
+    parser.add_argument("--versions", default="v2,v3", help="anchors: world models to compare")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.what == "v2":
-        results = v2(out, args.repeats, args.fit_split)
+    if args.what == "anchors":
+        results = anchors(out, args.versions.split(","), args.repeats, args.fit_split)
     else:
         results = throughput(out) if args.what == "throughput" else heldout(out)
     record = {"machine": platform.platform(), "cpus": os.cpu_count(), "results": results}

@@ -114,3 +114,57 @@ def test_featurizer_caches_by_text():
     assert featurize.hits == 1
     with pytest.raises(ValueError):
         ProgramFeaturizer(max_entries=0)
+
+
+def test_the_estimator_table_agrees_with_scikit_learns_own_tags():
+    from sklearn.base import is_classifier, is_regressor
+    from sklearn.utils import all_estimators
+
+    from wmrl_env.world_models.program_features import ESTIMATORS
+
+    classes = dict(all_estimators(type_filter=["classifier", "regressor"]))
+    assert {name for name in ESTIMATORS if name not in classes} == set()
+    for name, (_, role) in ESTIMATORS.items():
+        estimator = classes[name]()  # the tags are read from an instance
+        tagged = is_classifier(estimator) if role == "classifier" else is_regressor(estimator)
+        assert tagged, (name, role)
+
+
+NOT_IN_THE_GRID = {
+    # estimators the 72-program grid never uses; the old name heuristic called every one of
+    # these a regressor, so "a regressor on a classification task" predicted failure
+    "GaussianNB": "classifier",
+    "BernoulliNB": "classifier",
+    "MultinomialNB": "classifier",
+    "Perceptron": "classifier",
+    "LinearDiscriminantAnalysis": "classifier",
+    "QuadraticDiscriminantAnalysis": "classifier",
+    "NearestCentroid": "classifier",
+    "KernelRidge": "regressor",
+    "TheilSenRegressor": "regressor",
+    "LassoLars": "regressor",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_IN_THE_GRID))
+def test_hand_written_programs_with_estimators_outside_the_grid(name):
+    program = (
+        "import numpy as np\n"
+        f"from sklearn.somewhere import {name}\n"
+        'train = np.genfromtxt("inputs/train.csv", delimiter=",", skip_header=1)\n'
+        f"model = {name}().fit(train[:, 1:-1], train[:, -1])\n"
+        'np.savetxt("predictions.csv", model.predict(train[:, 1:-1]))\n'
+    )
+    x = program_features(program)
+    role = NOT_IN_THE_GRID[name]
+    assert value(x, "is_classifier") == float(role == "classifier")
+    assert value(x, "is_regressor") == float(role == "regressor")
+    assert value(x, "family_unknown") == 0.0
+
+
+def test_unknown_estimators_fall_back_to_their_suffix():
+    from wmrl_env.world_models.program_features import estimator_role
+
+    assert estimator_role("XGBClassifier") == "classifier"
+    assert estimator_role("LGBMRegressor") == "regressor"
+    assert estimator_role("MyModel") is None

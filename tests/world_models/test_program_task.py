@@ -5,30 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ml_table import table_inputs
 from scipy.stats import spearmanr
 
-from wmrl_env.envs.ml_tasks import get_task, load_table
+from wmrl_env.envs.ml_tasks import get_task
 from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_program
 from wmrl_env.testing import WorldModelContract
-from wmrl_env.world_models import ProgramTaskWorldModel, load_default_ml_world_model
+from wmrl_env.world_models import ProgramTaskWorldModel, load_ml_world_model
 from wmrl_env.world_models.base import as_prediction
 from wmrl_env.world_models.program_features import program_features, value
-
-HELDOUT = ("wine", "diabetes", "engel")
-
-
-def table_inputs(n: int, tasks=HELDOUT) -> tuple[list[str], list[str], np.ndarray]:
-    rows = [row for task in tasks for row in load_table().for_task(task)][::7][:n]
-    contexts = [get_task(row.task_id).description for row in rows]
-    scores = np.array([row.score if row.status == "ok" else 0.0 for row in rows])
-    return contexts, [row.program() for row in rows], scores
 
 
 class TestProgramTaskContract(WorldModelContract):
     score_range = (0.0, 1.0)
 
     def make_world_model(self):
-        return load_default_ml_world_model()
+        return load_ml_world_model("v2")
 
     def make_inputs(self, n):
         return table_inputs(n)
@@ -130,10 +122,10 @@ def test_bounded_memory_per_task_and_over_tasks(synthetic_model, tmp_path):
 
 def test_state_dict_round_trip_is_bit_identical(tmp_path):
     contexts, programs, real = table_inputs(40)
-    model = load_default_ml_world_model()
+    model = load_ml_world_model("v2")
     model.update(contexts[:24], programs[:24], real[:24])
     expected = model.predict(contexts, programs)
-    fresh = load_default_ml_world_model()
+    fresh = load_ml_world_model("v2")
     fresh.load_state_dict(model.state_dict())
     got = fresh.predict(contexts, programs)
     np.testing.assert_array_equal(got.scores, expected.scores)
@@ -153,7 +145,7 @@ def test_a_file_of_another_version_is_refused(tmp_path):
     with pytest.raises(ValueError, match="format version 0"):
         ProgramTaskWorldModel.load(path, lambda c: np.zeros(3))
     with pytest.raises(FileNotFoundError, match="train-world-model"):
-        load_default_ml_world_model(tmp_path / "missing.pkl")
+        load_ml_world_model("v2", tmp_path / "missing.pkl")
 
 
 HAND_WRITTEN = {
@@ -182,7 +174,7 @@ pd.DataFrame({"id": test["id"], "prediction": model.predict(test[cols])}).to_csv
 
 
 def test_free_form_programs_are_scored_and_broken_ones_flagged():
-    model = load_default_ml_world_model()
+    model = load_ml_world_model("v2")
     wine = get_task("wine").description
     names = list(HAND_WRITTEN)
     p = as_prediction(
@@ -203,7 +195,7 @@ def test_free_form_programs_are_scored_and_broken_ones_flagged():
 
 def test_bad_input_raises_and_changes_nothing():
     contexts, programs, real = table_inputs(4)
-    model = load_default_ml_world_model()
+    model = load_ml_world_model("v2")
     with pytest.raises(ValueError, match="finite"):
         model.update(contexts, programs, np.array([0.1, np.inf, 0.2, 0.3]))
     with pytest.raises(ValueError, match="outside score_range"):

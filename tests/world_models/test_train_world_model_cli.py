@@ -108,7 +108,7 @@ def test_command_reports_bad_input_without_a_traceback(tmp_path, capsys) -> None
 def test_program_command_trains_on_a_real_store_log(tmp_path, capsys) -> None:
     """World model v2 from a wmrl_env.store log of table executions of three tasks."""
     from wmrl_env.envs.ml_tasks import get_task, load_table
-    from wmrl_env.world_models import load_default_ml_world_model
+    from wmrl_env.world_models import load_ml_world_model
 
     tasks = ("iris", "diabetes", "fair")
     with ExecutionLog(tmp_path / "log.sqlite") as log:
@@ -138,7 +138,7 @@ def test_program_command_trains_on_a_real_store_log(tmp_path, capsys) -> None:
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["n_tasks"] == 3 and summary["n_pairs"] + summary["n_skipped"] == 72
-    model = load_default_ml_world_model(out)
+    model = load_ml_world_model("v2", out)
     wine = get_task("wine")
     p = model.predict([wine.description], [load_table().for_task("wine")[0].program()])
     assert p.valid.all() and p.std[0] > 0
@@ -147,5 +147,23 @@ def test_program_command_trains_on_a_real_store_log(tmp_path, capsys) -> None:
 def test_table_split_needs_the_program_backend(tmp_path, capsys) -> None:
     argv = ["train-world-model", "--table-split", "wm", "--out", str(tmp_path / "x")]
     code = main([*argv, "--backend", "embedding"])
-    assert code == 2 and "--backend program" in capsys.readouterr().err
+    assert code == 2 and "--backend profile or program" in capsys.readouterr().err
     assert main(["train-world-model", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_profile_command_trains_world_model_v3_on_table_tasks(tmp_path, capsys) -> None:
+    """World model v3 (the default backend) from the committed table's rows of 8 tasks."""
+    from wmrl_env.envs.ml_tasks import TRAIN_TASKS, get_task, load_table
+    from wmrl_env.world_models import ProgramProfileWorldModel, load_default_ml_world_model
+
+    out = tmp_path / "v3.pkl"
+    tasks = ",".join(TRAIN_TASKS[:8])
+    assert main(["train-world-model", "--table-tasks", tasks, "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["backend"] == "profile" and summary["n_tasks"] == 8
+    assert 0.0 <= summary["shrinkage"] <= 1.0 and summary["std_scale"] > 0
+    model = load_default_ml_world_model(out)
+    assert isinstance(model, ProgramProfileWorldModel)
+    wine = get_task("wine")
+    p = model.predict([wine.description], [load_table().for_task("wine")[0].program()])
+    assert p.valid.all() and p.std[0] > 0

@@ -1,9 +1,9 @@
 """The benchmark's world models: the default one reading structured actions as code, and a
 useless one for the never-worse check.
 
-The policy acts in the structured program space; the default world model
-(:func:`~wmrl_env.world_models.load_default_ml_world_model`, pretrained on the execution
-table of the suite's ``wm`` split) reads what the sandbox would run, the program text
+The policy acts in the structured program space; the bench's world model (v2,
+:func:`~wmrl_env.world_models.load_ml_world_model`, pretrained on the execution table of
+the suite's ``wm`` split alone) reads what the sandbox would run, the program text
 rendered for the task. :class:`RandomWorldModel` scores uniformly at random: no information.
 
 Example:
@@ -69,12 +69,13 @@ class RandomWorldModel:
 
 
 def default_world_model(task_ids: Sequence[str]) -> ProgramWorldModel:
-    """The package's default world model for ML programs (v2: the program's syntax tree and
-    the task's train file, pretrained on the ``wm`` split's execution table, learning each
-    task online from its anchors), reading structured actions on ``task_ids`` as the programs
-    they render."""
+    """World model v2 for ML programs (the program's syntax tree and the task's train file,
+    pretrained on the ``wm`` split's execution table alone, learning each task online from
+    its anchors), reading structured actions on ``task_ids`` as the programs they render.
+    Not the package default (v3), which is pretrained on the ``train`` split too: the bench
+    trains its policy on ``train`` tasks, whose real scores the world model must not know."""
     from wmrl_env.envs.ml_tasks import get_task
-    from wmrl_env.world_models import load_default_ml_world_model
+    from wmrl_env.world_models import load_ml_world_model
 
     kind_of = {get_task(t).description: get_task(t).kind for t in task_ids}
-    return ProgramWorldModel(load_default_ml_world_model(), kind_of)
+    return ProgramWorldModel(load_ml_world_model("v2"), kind_of)

@@ -5,11 +5,16 @@ Backends:
 * ``embedding``: fits an
   :class:`~wmrl_env.world_models.embedding_regressor.EmbeddingRegressor` and saves it
   (``EmbeddingRegressor.load(OUT)``).
-* ``program`` (default; the ML world model v2): fits a
+* ``profile`` (the ML world model v3, the default): fits a
+  :class:`~wmrl_env.world_models.program_profile.ProgramProfileWorldModel` (program syntax
+  and task features, plus how the suite's 72 structured programs co-vary across tasks) and
+  saves one pickle (``load_default_ml_world_model(OUT)``).
+* ``program`` (the ML world model v2): fits a
   :class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel` on program syntax and
-  task features and saves one pickle (``load_default_ml_world_model(OUT)``). With
-  ``--table-split SPLIT`` it reads the committed execution table's rows of that split (e.g.
-  ``wm``) instead of a log; contexts must be task descriptions.
+  task features and saves one pickle (``load_ml_world_model("v2", OUT)``).
+
+For both, ``--table-split SPLIT`` (or ``wm,train``) reads the committed execution table's
+rows of those splits instead of a log; contexts must be task descriptions.
 * ``causal-lm``: LoRA fine-tuning of a causal LM scorer
   (:func:`~wmrl_env.world_models.lora.finetune_lora`); saves the adapter and the scorer
   configuration (``CausalLMScorer.load(OUT)``), or with ``--merge`` a plain model directory.
@@ -19,8 +24,8 @@ The log is a CSV or SQLite file (:func:`~wmrl_env.world_models.training_data.rea
 printed on stdout.
 
 Example:
-    $ wmrl train-world-model --backend program --table-split wm \\
-          --out wmrl_env/world_models/pretrained/ml_program_task_v2.pkl
+    $ wmrl train-world-model --backend profile --table-split wm,train \\
+          --out wmrl_env/world_models/pretrained/ml_program_profile_v3.pkl
     $ wmrl train-world-model runs/log.sqlite --backend causal-lm --model ./qwen-0.5b \\
           --contexts tasks.json --epochs 2 --out runs/wm-lora
 """
@@ -42,7 +47,8 @@ def register(subparsers: Any) -> None:
 
     parser = subparsers.add_parser(
         "train-world-model",
-        help="train a world model (program/task v2, embedding regressor or LoRA causal LM)",
+        help="train a world model (ML v3 profile, ML v2 program, embedding regressor or "
+        "LoRA causal LM)",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument(
@@ -52,16 +58,17 @@ def register(subparsers: Any) -> None:
         "--out", required=True, help="where to save: a directory (a .pkl file for program)"
     )
     parser.add_argument(
-        "--backend", choices=("program", "embedding", "causal-lm"), default="program"
+        "--backend", choices=("profile", "program", "embedding", "causal-lm"), default="profile"
     )
     parser.add_argument(
         "--table-split",
-        help="program: train on the committed execution table's tasks of this split (wm) "
-        "instead of a log",
+        help="profile/program: train on the committed execution table's tasks of this split "
+        "(wm) or splits (wm,train) instead of a log",
     )
     parser.add_argument(
         "--table-tasks",
-        help="program: train on these tasks of the committed execution table (comma-separated)",
+        help="profile/program: train on these tasks of the committed execution table "
+        "(comma-separated)",
     )
     parser.add_argument(
         "--model",
@@ -131,6 +138,20 @@ def _train_program(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
     }
 
 
+def _train_profile(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
+    from wmrl_env.world_models.ml_default import new_ml_world_model
+
+    model = new_ml_world_model("v3", score_range=tuple(args.score_range), seed=args.seed)
+    model.fit(pairs.contexts, pairs.artifacts, pairs.scores)
+    model.save(args.out)
+    return {
+        "n_pairs": len(pairs),
+        "n_tasks": len(set(pairs.groups)),
+        "shrinkage": model.shrinkage,
+        "std_scale": model.std_scale,
+    }
+
+
 def _table_pairs(args: argparse.Namespace) -> Any:
     import numpy as np
 
@@ -180,16 +201,19 @@ def run(args: argparse.Namespace) -> int:
             with open(args.contexts, encoding="utf-8") as handle:
                 contexts = json.load(handle)
         if args.table_split or args.table_tasks:
-            if args.backend != "program" or args.log:
-                raise ValueError("--table-split/--table-tasks need --backend program and no LOG")
+            if args.backend not in ("profile", "program") or args.log:
+                raise ValueError(
+                    "--table-split/--table-tasks need --backend profile or program and no LOG"
+                )
             pairs = _table_pairs(args)
         elif args.log:
             pairs = read_training_pairs(args.log, contexts=contexts, table=args.table)
         else:
-            raise ValueError("give an execution LOG (or --backend program --table-split SPLIT)")
+            raise ValueError("give an execution LOG (or --table-split SPLIT)")
         if len(pairs) < 2:
             raise ValueError(f"{args.log} holds {len(pairs)} scored pairs; at least 2 are needed")
         train = {
+            "profile": _train_profile,
             "program": _train_program,
             "embedding": _train_embedding,
             "causal-lm": _train_causal_lm,

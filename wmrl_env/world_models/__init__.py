@@ -1,7 +1,9 @@
 """World models: batched predictors of real execution outcomes.
 
-The default for ML code is :func:`load_default_ml_world_model` (world model v2: program
-syntax x task features, pretrained, learns each task online from its anchors, calibrated std).
+The default for ML code is :func:`load_default_ml_world_model` (world model v3: program
+syntax x task features, pretrained, learns each task online from its anchors through how
+programs co-vary across tasks, calibrated std); :func:`load_ml_world_model` loads v2 or v3
+by name.
 
 Backends with heavy dependencies (torch, transformers, vLLM) import them only when constructed.
 The learned dynamics ensemble for robot state lives in :mod:`wmrl_env.world_models.dynamics`.
@@ -19,7 +21,8 @@ from wmrl_env.world_models.base import (
 from wmrl_env.world_models.causal_lm import CausalLMScorer
 from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
 from wmrl_env.world_models.encoder import TextEncoder
-from wmrl_env.world_models.ml_default import load_default_ml_world_model
+from wmrl_env.world_models.ml_default import load_default_ml_world_model, load_ml_world_model
+from wmrl_env.world_models.program_profile import ProgramProfileWorldModel
 from wmrl_env.world_models.program_task import ProgramTaskWorldModel
 from wmrl_env.world_models.prompting import ScorePrompt
 from wmrl_env.world_models.score_bins import ScoreBins
@@ -31,6 +34,7 @@ __all__ = [
     "DynamicsWorldModel",
     "EmbeddingRegressor",
     "Prediction",
+    "ProgramProfileWorldModel",
     "ProgramTaskWorldModel",
     "ScoreBins",
     "ScorePrompt",
@@ -42,5 +46,6 @@ __all__ = [
     "as_prediction",
     "as_step_prediction",
     "load_default_ml_world_model",
+    "load_ml_world_model",
     "read_training_pairs",
 ]

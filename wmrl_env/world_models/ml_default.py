@@ -1,57 +1,109 @@
 """The default world model for the ML task suite: pretrained, committed, one call to load.
 
-:func:`load_default_ml_world_model` returns the committed
-:class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel` (``pretrained/``), wired
-to :func:`wmrl_env.envs.ml_tasks.features.context_features`: a context is a task's
-description (or an ``MLTask``); the model finds the task it names and reads its train file.
-:func:`pretrain_ml_world_model` rebuilds it from the committed execution table (what
-``wmrl train-world-model --backend program --table-split SPLIT`` runs).
+:func:`load_default_ml_world_model` returns world model v3, the committed
+:class:`~wmrl_env.world_models.program_profile.ProgramProfileWorldModel`
+(``pretrained/ml_program_profile_v3.pkl``, pretrained on the ``wm`` and ``train`` splits:
+for any task outside them, i.e. the ``heldout`` split and a user's own tasks);
+:func:`load_ml_world_model` loads v2
+(:class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel`, pretrained on ``wm``
+alone: what ``wmrl bench`` uses, since it trains its policy on ``train`` tasks) or v3 by
+name. Both
+are wired to :func:`wmrl_env.envs.ml_tasks.features.context_features`: a context is a
+task's description (or an ``MLTask``); the model finds the task it names and reads its
+train file. :func:`pretrain_ml_world_model` rebuilds either from the committed execution
+table (what ``wmrl train-world-model --backend profile --table-split wm,train`` runs).
 
 Example:
     >>> model = load_default_ml_world_model()
-    >>> model.fitted, model.max_tasks
-    (True, 64)
+    >>> type(model).__name__, model.fitted, type(load_ml_world_model("v2")).__name__
+    ('ProgramProfileWorldModel', True, 'ProgramTaskWorldModel')
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from wmrl_env.world_models.program_profile import ProgramProfileWorldModel
 from wmrl_env.world_models.program_task import ProgramTaskWorldModel
 
 __all__ = [
+    "ARTIFACTS",
     "DEFAULT_ARTIFACT",
+    "PRETRAINING_SPLITS",
     "load_default_ml_world_model",
+    "load_ml_world_model",
+    "ml_program_grid",
+    "new_ml_world_model",
     "pretrain_ml_world_model",
     "pretraining_tasks",
     "table_training_pairs",
 ]
 
-DEFAULT_ARTIFACT = Path(__file__).parent / "pretrained" / "ml_program_task_v2.pkl"
+_PRETRAINED = Path(__file__).parent / "pretrained"
+ARTIFACTS = {
+    "v2": _PRETRAINED / "ml_program_task_v2.pkl",
+    "v3": _PRETRAINED / "ml_program_profile_v3.pkl",
+}
+"""The committed pretrained ML world models, by version."""
+DEFAULT_ARTIFACT = ARTIFACTS["v3"]
+_BUILD = {
+    "v2": "wmrl train-world-model --backend program --table-split wm --out {path}",
+    "v3": "wmrl train-world-model --backend profile --table-split wm,train --out {path}",
+}
+PRETRAINING_SPLITS = {"v2": "wm", "v3": "wm,train"}
+"""The suite's splits each committed artifact was pretrained on: a world model must not
+reward a policy on tasks whose real scores it was fitted on (``wmrl bench`` trains on
+``train`` tasks, so it uses v2)."""
 
 
-def load_default_ml_world_model(path: str | Path | None = None) -> ProgramTaskWorldModel:
-    """The pretrained ML world model (a fresh instance: no anchors yet)."""
+def load_ml_world_model(
+    version: str = "v3", path: str | Path | None = None
+) -> ProgramTaskWorldModel | ProgramProfileWorldModel:
+    """The pretrained ML world model ``version`` (``"v2"`` or ``"v3"``; a fresh instance:
+    no anchors yet), from ``path`` or the committed artifact."""
     from wmrl_env.envs.ml_tasks.features import context_features
 
-    path = Path(path) if path is not None else DEFAULT_ARTIFACT
+    if version not in ARTIFACTS:
+        raise ValueError(f"version must be one of {sorted(ARTIFACTS)}, got {version!r}")
+    path = Path(path) if path is not None else ARTIFACTS[version]
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path} is missing: build it with 'wmrl train-world-model --backend program "
-            f"--table-split wm --out {path}'"
+            f"{path} is missing: build it with '{_BUILD[version].format(path=path)}'"
         )
-    return ProgramTaskWorldModel.load(path, context_features)
+    cls = ProgramProfileWorldModel if version == "v3" else ProgramTaskWorldModel
+    return cls.load(path, context_features)
+
+
+def load_default_ml_world_model(path: str | Path | None = None) -> ProgramProfileWorldModel:
+    """The default pretrained ML world model, v3 (a fresh instance: no anchors yet)."""
+    return load_ml_world_model("v3", path)
+
+
+def ml_program_grid() -> tuple[dict[str, list[str]], dict[str, tuple[str, str, str]]]:
+    """The suite's 72 structured programs as v3's grid: id -> its text for each task kind,
+    and id -> (preprocessing, model, capacity)."""
+    from wmrl_env.envs.ml_tasks.programs import all_programs, render_program
+
+    kinds = ("binary", "multiclass", "regression")
+    specs = all_programs()
+    grid = {spec.id: [render_program(spec, kind) for kind in kinds] for spec in specs}
+    attributes = {spec.id: (spec.preprocessing, spec.model, spec.capacity) for spec in specs}
+    return grid, attributes
 
 
 def pretraining_tasks(split: str = "wm") -> tuple[str, ...]:
-    """The tasks of ``split`` that the committed execution table holds (2 at least)."""
+    """The tasks of ``split`` (or of comma-separated splits, ``"wm,train"``) that the
+    committed execution table holds (2 at least)."""
     from wmrl_env.envs.ml_tasks import load_table, registry
 
     in_table = set(load_table().task_ids)
-    tasks = tuple(t for t in registry.task_ids(split) if t in in_table)
+    tasks = tuple(
+        t for part in split.split(",") for t in registry.task_ids(part.strip()) if t in in_table
+    )
     if len(tasks) < 2:
         raise ValueError(
             f"the execution table holds {len(tasks)} tasks of split {split!r}: build them with "
@@ -77,9 +129,25 @@ def table_training_pairs(tasks: Sequence[str]) -> tuple[list[str], list[str], np
     return descriptions, programs, scores
 
 
-def pretrain_ml_world_model(tasks: Sequence[str], *, seed: int = 0) -> ProgramTaskWorldModel:
-    """A new ML world model fitted on the table rows of ``tasks``."""
+def new_ml_world_model(
+    version: str = "v3", *, score_range: tuple[float, float] = (0.0, 1.0), seed: int = 0
+) -> Any:
+    """An unfitted ML world model ``version`` wired to the suite's task features."""
     from wmrl_env.envs.ml_tasks.features import TASK_FEATURE_NAMES, context_features
 
-    model = ProgramTaskWorldModel(context_features, TASK_FEATURE_NAMES, seed=seed)
-    return model.fit(*table_training_pairs(tasks))
+    kwargs = {"score_range": score_range, "seed": seed}
+    if version == "v2":
+        return ProgramTaskWorldModel(context_features, TASK_FEATURE_NAMES, **kwargs)
+    if version == "v3":
+        grid, attributes = ml_program_grid()
+        return ProgramProfileWorldModel(
+            context_features, TASK_FEATURE_NAMES, grid, attributes, **kwargs
+        )
+    raise ValueError(f"version must be 'v2' or 'v3', got {version!r}")
+
+
+def pretrain_ml_world_model(
+    tasks: Sequence[str], *, version: str = "v3", seed: int = 0
+) -> ProgramTaskWorldModel | ProgramProfileWorldModel:
+    """A new ML world model ``version`` fitted on the table rows of ``tasks``."""
+    return new_ml_world_model(version, seed=seed).fit(*table_training_pairs(tasks))

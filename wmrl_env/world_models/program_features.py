@@ -36,10 +36,12 @@ import numpy as np
 from wmrl_env.world_models.text import text_key
 
 __all__ = [
+    "ESTIMATORS",
     "FAMILIES",
     "HASH_BUCKETS",
     "PROGRAM_FEATURE_NAMES",
     "ProgramFeaturizer",
+    "estimator_role",
     "program_features",
     "value",
 ]
@@ -83,6 +85,83 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "mlp": ("MLPClassifier", "MLPRegressor"),
     "dummy": ("DummyClassifier", "DummyRegressor"),
 }
+_CLASSIFIERS: dict[str, tuple[str, ...]] = {
+    # family -> scikit-learn classifiers (``sklearn.base.is_classifier`` is True for each;
+    # tests/world_models/test_program_features.py checks this table against scikit-learn)
+    "linear": (
+        "LogisticRegression",
+        "LogisticRegressionCV",
+        "RidgeClassifier",
+        "RidgeClassifierCV",
+        "SGDClassifier",
+        "Perceptron",
+        "PassiveAggressiveClassifier",
+        "LinearSVC",
+        "LinearDiscriminantAnalysis",
+        "QuadraticDiscriminantAnalysis",
+    ),
+    "knn": ("KNeighborsClassifier", "RadiusNeighborsClassifier", "NearestCentroid"),
+    "tree": ("DecisionTreeClassifier", "ExtraTreeClassifier"),
+    "forest": ("RandomForestClassifier", "ExtraTreesClassifier", "BaggingClassifier"),
+    "boosting": (
+        "HistGradientBoostingClassifier",
+        "GradientBoostingClassifier",
+        "AdaBoostClassifier",
+    ),
+    "svm": ("SVC", "NuSVC", "GaussianProcessClassifier"),
+    "naive_bayes": ("GaussianNB", "BernoulliNB", "MultinomialNB", "ComplementNB", "CategoricalNB"),
+    "mlp": ("MLPClassifier",),
+    "dummy": ("DummyClassifier",),
+}
+_REGRESSORS: dict[str, tuple[str, ...]] = {
+    # family -> scikit-learn regressors (``sklearn.base.is_regressor`` is True for each)
+    "linear": (
+        "Ridge",
+        "RidgeCV",
+        "Lasso",
+        "LassoCV",
+        "ElasticNet",
+        "ElasticNetCV",
+        "LinearRegression",
+        "SGDRegressor",
+        "LinearSVR",
+        "BayesianRidge",
+        "ARDRegression",
+        "HuberRegressor",
+        "TheilSenRegressor",
+        "RANSACRegressor",
+        "QuantileRegressor",
+        "PoissonRegressor",
+        "GammaRegressor",
+        "TweedieRegressor",
+        "Lars",
+        "LarsCV",
+        "LassoLars",
+        "LassoLarsCV",
+        "LassoLarsIC",
+        "OrthogonalMatchingPursuit",
+        "OrthogonalMatchingPursuitCV",
+        "PassiveAggressiveRegressor",
+    ),
+    "knn": ("KNeighborsRegressor", "RadiusNeighborsRegressor"),
+    "tree": ("DecisionTreeRegressor", "ExtraTreeRegressor"),
+    "forest": ("RandomForestRegressor", "ExtraTreesRegressor", "BaggingRegressor"),
+    "boosting": (
+        "HistGradientBoostingRegressor",
+        "GradientBoostingRegressor",
+        "AdaBoostRegressor",
+    ),
+    "svm": ("SVR", "NuSVR", "KernelRidge", "GaussianProcessRegressor"),
+    "mlp": ("MLPRegressor",),
+    "dummy": ("DummyRegressor",),
+}
+ESTIMATORS: dict[str, tuple[str, str]] = {
+    **{n: (f, "classifier") for f, names in _CLASSIFIERS.items() for n in names},
+    **{n: (f, "regressor") for f, names in _REGRESSORS.items() for n in names},
+}
+"""Estimator class name -> (family, ``"classifier"`` or ``"regressor"``): the explicit
+table, from scikit-learn's own tags. A name it lacks falls back to :data:`FAMILIES`'
+prefixes and its suffix (``XGBClassifier``, ``LGBMRegressor``)."""
 _SCALERS = ("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "Normalizer")
 _IMPUTERS = ("SimpleImputer", "KNNImputer", "IterativeImputer")
 _ENSEMBLES = ("VotingClassifier", "VotingRegressor", "StackingClassifier", "StackingRegressor")
@@ -139,6 +218,8 @@ def _called_name(node: ast.Call) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _family(name: str) -> str | None:
+    if name in ESTIMATORS:
+        return ESTIMATORS[name][0]
     for family, prefixes in FAMILIES.items():
         if any(name.startswith(prefix) for prefix in prefixes):
             return family
@@ -179,12 +260,7 @@ def program_features(program: str) -> np.ndarray | None:
 
     estimators: list[tuple[str, ast.Call]] = []
     order: list[str] = []  # preprocessing steps in source order
-    strings, calls = set(), []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            calls.append(node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            strings.add(node.value)
+    calls, strings = _calls_and_strings(tree)
     calls.sort(key=lambda n: (n.lineno, n.col_offset))
     for call in calls:
         name = _called_name(call)
@@ -242,9 +318,9 @@ def program_features(program: str) -> np.ndarray | None:
     family, call = estimators[-1]  # the final estimator: the one whose output is written
     put(f"family_{family}", 1.0)
     name = _called_name(call)
-    put("is_classifier", float("Classifier" in name or name in ("SVC", "NuSVC", "LinearSVC")))
-    put("is_classifier", max(out[_INDEX["is_classifier"]], float(name.startswith("Logistic"))))
-    put("is_regressor", float(out[_INDEX["is_classifier"]] == 0.0))
+    role = estimator_role(name)
+    put("is_classifier", float(role == "classifier"))
+    put("is_regressor", float(role == "regressor"))
     for keyword in call.keywords:
         number = _number(keyword.value) if keyword.arg else None
         if number is None:
@@ -258,6 +334,69 @@ def program_features(program: str) -> np.ndarray | None:
     if family in ("tree", "forest") and math.isnan(out[_INDEX["log_max_depth"]]):
         put("max_depth_unbounded", 1.0)
     return out
+
+
+def estimator_role(name: str) -> str | None:
+    """``"classifier"``, ``"regressor"`` or None (not known) for an estimator class name.
+
+    >>> estimator_role("GaussianNB"), estimator_role("XGBRegressor"), estimator_role("Foo")
+    ('classifier', 'regressor', None)
+    """
+    if name in ESTIMATORS:
+        return ESTIMATORS[name][1]
+    if "Classifier" in name or name.startswith("Logistic"):
+        return "classifier"
+    if "Regressor" in name or "Regression" in name:
+        return "regressor"
+    return None
+
+
+_NOT_CHILDREN = frozenset(
+    [
+        "ctx",
+        "op",
+        "id",
+        "attr",
+        "arg",
+        "name",
+        "asname",
+        "module",
+        "level",
+        "kind",
+        "type_comment",
+        "conversion",
+        "is_async",
+    ]
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _calls_and_strings(tree: ast.AST) -> tuple[list[ast.Call], set[str]]:
+    """Every call and every string literal in ``tree`` (what ``ast.walk`` would find, with
+    the child fields of each node type looked up once: the walk was most of the cost)."""
+    calls, strings, stack = [], set(), [tree]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Constant:
+            if type(node.value) is str:
+                strings.add(node.value)
+            continue
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            if not isinstance(node, ast.AST):  # a name in Global.names, a None key ...
+                continue
+            fields = tuple(f for f in kind._fields if f not in _NOT_CHILDREN)
+            _CHILD_FIELDS[kind] = fields
+        if kind is ast.Call:
+            calls.append(node)
+        for name in fields:
+            child = getattr(node, name, None)
+            if type(child) is list:
+                stack.extend(child)
+            elif child is not None:
+                stack.append(child)
+    return calls, strings
 
 
 def _is_str(node: ast.expr, text: str) -> bool:

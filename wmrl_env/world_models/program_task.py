@@ -42,23 +42,34 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction
-from wmrl_env.world_models.program_features import (
-    PROGRAM_FEATURE_NAMES,
-    ProgramFeaturizer,
+from wmrl_env.world_models.pretraining import (
+    artifact_header,
+    fit_booster,
+    one_thread,
+    program_scale,
+    read_artifact,
+    spread_std,
 )
+from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.program_rows import ProgramTaskRows
 from wmrl_env.world_models.task_residual import (
     ResidualPrior,
     TaskPosterior,
     fit_residual_prior,
 )
-from wmrl_env.world_models.text import as_text, check_batch, check_real_scores, text_key
+from wmrl_env.world_models.text import (
+    as_text,
+    check_batch,
+    check_real_scores,
+    group_indices,
+    text_key,
+)
 
 __all__ = ["FORMAT_VERSION", "ProgramTaskWorldModel"]
 
 FORMAT_VERSION = 1
 """Version of the saved format; :meth:`ProgramTaskWorldModel.load` refuses any other."""
 
-_P = {name: i for i, name in enumerate(PROGRAM_FEATURE_NAMES)}
 _GP_COLUMNS = np.array(
     [
         i
@@ -116,14 +127,13 @@ class ProgramTaskWorldModel:
         self.max_anchors_per_task = max_anchors_per_task
         self.max_tasks = max_tasks
         self.seed = seed
-        self._programs = ProgramFeaturizer()
-        self._task_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._row_builder = ProgramTaskRows(task_featurizer, self.task_feature_names)
         self._booster: Any = None  # the level: score of a program on a task
         self._shape: Any = None  # the order within a task: within-task z-score
         self.shape_weight = 0.0
         self._spread: Any = None  # predicts |out-of-task residual|: where the model errs
         self._spread_floor = 0.0
-        self._width = len(PROGRAM_FEATURE_NAMES) + len(self.task_feature_names) + _N_INTERACTIONS
+        self._width = self._row_builder.width
         self._program_mean = np.zeros(len(PROGRAM_FEATURE_NAMES))
         self._program_scale = np.ones(len(PROGRAM_FEATURE_NAMES))
         self.prior: ResidualPrior | None = None
@@ -137,69 +147,9 @@ class ProgramTaskWorldModel:
     def fitted(self) -> bool:
         return self._booster is not None
 
-    def _task_vector(self, context: Any) -> np.ndarray:
-        key = text_key(as_text(context))
-        if key not in self._task_cache:
-            vector = np.asarray(self.task_featurizer(context), dtype=np.float64).reshape(-1)
-            if vector.shape != (len(self.task_feature_names),):
-                raise ValueError(
-                    f"task_featurizer returned {vector.shape}, "
-                    f"expected ({len(self.task_feature_names)},)"
-                )
-            self._task_cache[key] = vector
-            if len(self._task_cache) > 4096:
-                self._task_cache.popitem(last=False)
-        return self._task_cache[key]
-
-    def _interactions(self, program: np.ndarray, task: np.ndarray) -> np.ndarray:
-        def t(name: str) -> float:
-            if name not in self.task_feature_names:
-                return 0.0
-            return task[self.task_feature_names.index(name)]
-
-        def p(name: str) -> float:
-            return program[_P[name]]
-
-        family = max(
-            ("linear", "knn", "tree", "forest", "boosting", "svm"), key=lambda f: p(f"family_{f}")
-        )
-        landmarks = {
-            "linear": t("landmark_linear"),
-            "svm": t("landmark_svm"),
-            "knn": t("landmark_knn"),
-            "tree": t("landmark_stump"),
-            "forest": t("landmark_forest"),
-            "boosting": t("landmark_forest"),
-        }
-        landmark = landmarks[family] if p(f"family_{family}") > 0 else np.nan
-        best = _nan_max(*landmarks.values())
-        nan_tolerant = p("family_boosting") > 0 and p("family_unknown") == 0
-        classify = 1.0 - t("kind_regression") if not np.isnan(t("kind_regression")) else np.nan
-        return np.array(
-            [
-                landmark,
-                landmark - best,
-                p("log1p") * t("negative_columns_share"),
-                p("log1p_before_impute") * t("negative_columns_share"),
-                (1.0 - p("imputes")) * (not nan_tolerant) * t("missing_share"),
-                p("is_regressor") * classify,
-                p("is_classifier") * (1.0 - classify),
-                t("kind_binary") * (1.0 - max(p("predict_proba"), p("decision_function"))),
-                t("log_rows") + np.nan_to_num(p("log_n_estimators")),
-                p("poly_degree") * t("log_columns"),
-                (1.0 - p("scales")) * t("log_scale_spread"),
-            ]
-        )
-
     def _rows(self, contexts: Sequence[Any], programs: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Feature rows (NaN rows for unparseable programs) and the parseable mask."""
-        features = self._programs(programs)
-        ok = np.array([f is not None for f in features], dtype=bool)
-        rows = np.full((len(programs), self._width), np.nan)
-        for i in np.flatnonzero(ok):
-            task = self._task_vector(contexts[i])
-            rows[i] = np.concatenate([features[i], task, self._interactions(features[i], task)])
-        return rows, ok
+        return self._row_builder(contexts, programs)
 
     def _program_space(self, rows: np.ndarray) -> np.ndarray:
         """Standardised program features (the GP's input); NaN -> the training mean."""
@@ -231,19 +181,13 @@ class ProgramTaskWorldModel:
         n_tasks = int(groups.max()) + 1 if len(groups) else 0
         if n_tasks < 2:
             raise ValueError(f"need scored programs of at least 2 tasks, got {n_tasks}")
-        program = rows[:, : len(PROGRAM_FEATURE_NAMES)]
-        seen = ~np.isnan(program)
-        filled = np.where(seen, program, 0.0)
-        count = np.maximum(seen.sum(axis=0), 1)
-        self._program_mean = filled.sum(axis=0) / count  # 0 for a column never seen
-        spread = np.sqrt((np.where(seen, program - self._program_mean, 0.0) ** 2).sum(0) / count)
-        self._program_scale = np.where(spread > 0, spread, 1.0)
+        self._program_mean, self._program_scale = program_scale(rows)
         out_of_task = np.empty_like(y)
         folds = np.arange(n_tasks) % min(n_folds, n_tasks)
         np.random.default_rng(self.seed).shuffle(folds)
         z = _within_task_z(y, groups)
         shape_out_of_task = np.empty_like(y)
-        with _one_thread():
+        with one_thread():
             for fold in np.unique(folds):
                 held = folds[groups] == fold
                 out_of_task[held] = self._fit_booster(rows[~held], y[~held]).predict(rows[held])
@@ -268,7 +212,7 @@ class ProgramTaskWorldModel:
                 spread[held] = self._fit_booster(rows[~held], absolute, spread=True).predict(
                     rows[held]
                 )
-            spread = np.sqrt(np.pi / 2) * np.maximum(spread, 0.2 * self._spread_floor)
+            spread = spread_std(spread, self._spread_floor)
             self._spread = self._fit_booster(rows, np.abs(residuals), spread=True)
         self.fallback_score = float(np.mean(y))
         space = self._program_space(rows)
@@ -282,28 +226,11 @@ class ProgramTaskWorldModel:
         return self
 
     def _fit_booster(self, rows: np.ndarray, target: np.ndarray, spread: bool = False) -> Any:
-        """Histogram gradient boosting (absolute loss, fewer rounds for the ``spread``
-        model). A column with no value in ``rows`` is zeroed for the fit: scikit-learn
-        cannot bin it, and at prediction time its NaN then takes the majority branch."""
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
-        rows = rows.copy()
-        rows[:, np.isnan(rows).all(axis=0)] = 0.0
-        booster = HistGradientBoostingRegressor(
-            loss="absolute_error" if spread else "squared_error",
-            max_iter=60 if spread else 150,
-            learning_rate=0.08,
-            max_leaf_nodes=15,
-            min_samples_leaf=10,
-            l2_regularization=1.0,
-            random_state=self.seed,
-        )
-        return booster.fit(rows, target)
+        return fit_booster(rows, target, seed=self.seed, spread=spread)
 
     def _spread_of(self, rows: np.ndarray) -> np.ndarray:
         """Zero-shot std before calibration: sqrt(pi/2) x the predicted |residual|."""
-        expected = self._spread.predict(rows)
-        return np.sqrt(np.pi / 2) * np.maximum(expected, 0.2 * self._spread_floor)
+        return spread_std(self._spread.predict(rows), self._spread_floor)
 
     def _conformal_scale(
         self,
@@ -353,17 +280,17 @@ class ProgramTaskWorldModel:
         scores = np.full(len(programs), self.fallback_score)
         std = np.full(len(programs), np.sqrt(self.prior.total) * self.std_scale)
         if ok.any():
-            with _one_thread():
+            with one_thread():
                 base = self._base(rows[ok])
                 spread = self._spread_of(rows[ok])
             correction, variance = np.zeros(len(base)), np.full(len(base), self.prior.total)
             keys = [text_key(as_text(contexts[i])) for i in np.flatnonzero(ok)]
             space = self._program_space(rows[ok])
-            for key in set(keys) & set(self._anchors):
-                members = np.array([k == key for k in keys])
-                correction[members], variance[members] = self._posterior(key).predict(
-                    space[members]
-                )
+            for key, members in group_indices(keys).items():
+                if key in self._anchors:
+                    correction[members], variance[members] = self._posterior(key).predict(
+                        space[members]
+                    )
             scores[ok] = np.clip(base + correction, *self.score_range)
             std[ok] = spread * np.sqrt(variance / self.prior.total) * self.std_scale
         reasons = ["" if good else "unparseable" for good in ok]
@@ -395,12 +322,11 @@ class ProgramTaskWorldModel:
         keep &= ok
         if not keep.any():
             return
-        with _one_thread():
+        with one_thread():
             residuals = real[keep] - self._base(rows[keep])
         space = self._program_space(rows[keep])
         keys = [text_key(as_text(contexts[i])) for i in np.flatnonzero(keep)]
-        for key in dict.fromkeys(keys):
-            members = np.array([k == key for k in keys])
+        for key, members in group_indices(keys).items():
             old_x, old_r = self._anchors.pop(key, (space[:0], residuals[:0]))
             x = np.concatenate([old_x, space[members]])[-self.max_anchors_per_task :]
             r = np.concatenate([old_r, residuals[members]])[-self.max_anchors_per_task :]
@@ -456,8 +382,7 @@ class ProgramTaskWorldModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {
-            "version": FORMAT_VERSION,
-            "sklearn": _sklearn_version(),
+            **artifact_header(FORMAT_VERSION),
             "task_feature_names": self.task_feature_names,
             "score_range": self.score_range,
             "max_anchors_per_task": self.max_anchors_per_task,
@@ -473,7 +398,6 @@ class ProgramTaskWorldModel:
             "prior": self.prior,
             "std_scale": self.std_scale,
             "fallback_score": self.fallback_score,
-            "program_feature_names": PROGRAM_FEATURE_NAMES,
         }
         path.write_bytes(pickle.dumps(state, protocol=4))
         return path
@@ -489,17 +413,7 @@ class ProgramTaskWorldModel:
     ) -> ProgramTaskWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
-        state = pickle.loads(Path(path).read_bytes())
-        if not isinstance(state, dict) or state.get("version") != FORMAT_VERSION:
-            found = state.get("version") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"{path}: format version {found}, this code reads {FORMAT_VERSION}")
-        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
-            raise ValueError(f"{path} was trained on other program features: retrain it")
-        if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
-            raise ValueError(
-                f"{path} was saved with scikit-learn {state['sklearn']}, this is "
-                f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend program)"
-            )
+        state = read_artifact(path, FORMAT_VERSION, "program")
         model = cls(
             task_featurizer,
             state["task_feature_names"],
@@ -520,14 +434,6 @@ class ProgramTaskWorldModel:
         return model
 
 
-_N_INTERACTIONS = 11
-
-
-def _nan_max(*values: float) -> float:
-    finite = [v for v in values if not np.isnan(v)]
-    return max(finite) if finite else np.nan
-
-
 def _within_task_z(y: np.ndarray, groups: np.ndarray, scale: bool = True) -> np.ndarray:
     """Each value centred (and, with ``scale``, standardised) within its task."""
     z = np.zeros_like(y)
@@ -536,16 +442,3 @@ def _within_task_z(y: np.ndarray, groups: np.ndarray, scale: bool = True) -> np.
         spread = y[members].std() if scale else 1.0
         z[members] = (y[members] - y[members].mean()) / spread if spread > 0 else 0.0
     return z
-
-
-def _one_thread() -> Any:
-    """Boosting uses OpenMP threads; on a few shared cores they oversubscribe (16x slower)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="openmp")
-
-
-def _sklearn_version() -> str:
-    import sklearn
-
-    return sklearn.__version__

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_text", "check_batch", "check_real_scores", "text_key"]
+__all__ = ["as_text", "check_batch", "check_real_scores", "group_indices", "text_key"]
 
 
 def as_text(item: Any) -> str:
@@ -41,6 +41,18 @@ def as_text(item: Any) -> str:
 def text_key(text: str) -> str:
     """A short, stable hash of ``text`` (BLAKE2b, 128 bits), used as a cache key."""
     return hashlib.blake2b(text.encode("utf-8", errors="surrogatepass"), digest_size=16).hexdigest()
+
+
+def group_indices(keys: Sequence[str]) -> dict[str, np.ndarray]:
+    """The positions of each distinct key, in order of first appearance (one pass).
+
+    >>> {k: v.tolist() for k, v in group_indices(["a", "b", "a"]).items()}
+    {'a': [0, 2], 'b': [1]}
+    """
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    return {key: np.array(members) for key, members in groups.items()}
 
 
 def check_batch(contexts: Sequence[Any], artifacts: Sequence[Any]) -> tuple[list[str], list[str]]:

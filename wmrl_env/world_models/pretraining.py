@@ -1,0 +1,107 @@
+"""What world models v2 and v3 share in their pretrained part: the boosters, the program
+feature scale, the zero-shot spread and the checks on a saved artifact.
+
+Example:
+    >>> import numpy as np
+    >>> rows = np.random.default_rng(0).normal(size=(64, 3))
+    >>> with one_thread():
+    ...     booster = fit_booster(rows, rows[:, 0], seed=0)
+    >>> booster.predict(rows[:2]).shape
+    (2,)
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+
+__all__ = [
+    "artifact_header",
+    "fit_booster",
+    "one_thread",
+    "program_scale",
+    "read_artifact",
+    "spread_std",
+]
+
+
+def fit_booster(rows: np.ndarray, target: np.ndarray, *, seed: int, spread: bool = False) -> Any:
+    """Histogram gradient boosting (absolute loss, fewer rounds for a ``spread`` model). A
+    column with no value in ``rows`` is zeroed for the fit: scikit-learn cannot bin it, and
+    at prediction time its NaN then takes the majority branch."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    rows = rows.copy()
+    rows[:, np.isnan(rows).all(axis=0)] = 0.0
+    booster = HistGradientBoostingRegressor(
+        loss="absolute_error" if spread else "squared_error",
+        max_iter=60 if spread else 150,
+        learning_rate=0.08,
+        max_leaf_nodes=15,
+        min_samples_leaf=10,
+        l2_regularization=1.0,
+        random_state=seed,
+    )
+    return booster.fit(rows, target)
+
+
+def spread_std(expected: np.ndarray, floor: float) -> np.ndarray:
+    """Zero-shot std before calibration: sqrt(pi/2) x the predicted |residual|, at least
+    0.2 x ``floor`` (the mean |residual|)."""
+    return np.sqrt(np.pi / 2) * np.maximum(expected, 0.2 * floor)
+
+
+def program_scale(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and spread of the program-feature columns of ``rows`` over their seen values
+    (mean 0 and spread 1 for a column never seen or constant)."""
+    program = rows[:, : len(PROGRAM_FEATURE_NAMES)]
+    seen = ~np.isnan(program)
+    count = np.maximum(seen.sum(axis=0), 1)
+    mean = np.where(seen, program, 0.0).sum(axis=0) / count
+    spread = np.sqrt((np.where(seen, program - mean, 0.0) ** 2).sum(axis=0) / count)
+    return mean, np.where(spread > 0, spread, 1.0)
+
+
+def one_thread() -> Any:
+    """Boosting uses OpenMP threads; on a few shared cores they oversubscribe (16x slower)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="openmp")
+
+
+def _sklearn_version() -> str:
+    import sklearn
+
+    return sklearn.__version__
+
+
+def artifact_header(version: int) -> dict[str, Any]:
+    """What every saved artifact records besides its own state."""
+    return {
+        "version": version,
+        "sklearn": _sklearn_version(),
+        "program_feature_names": PROGRAM_FEATURE_NAMES,
+    }
+
+
+def read_artifact(path: str | Path, version: int, backend: str) -> dict[str, Any]:
+    """The state saved at ``path`` (a trusted pickle), refused with a clear error when its
+    format version, program features or scikit-learn minor version differ (the message
+    names ``wmrl train-world-model --backend BACKEND`` to rebuild it)."""
+    state = pickle.loads(Path(path).read_bytes())
+    if not isinstance(state, dict) or state.get("version") != version:
+        found = state.get("version") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"{path}: format version {found}, this code reads {version}")
+    if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
+        raise ValueError(f"{path} was trained on other program features: retrain it")
+    if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
+        raise ValueError(
+            f"{path} was saved with scikit-learn {state['sklearn']}, this is "
+            f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend {backend})"
+        )
+    return state
