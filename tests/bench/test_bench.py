@@ -398,3 +398,29 @@ def test_tiny_pertask_regime_on_replay(tmp_path) -> None:
     assert again.summary["ppi"]["readings"] == result.summary["ppi"]["readings"]
     assert (tmp_path / "pertask_curves.png").stat().st_size > 1000
     assert (tmp_path / "quality_curve.png").stat().st_size > 1000
+
+
+def test_remembered_predictions_change_nothing_but_the_time() -> None:
+    """With the default world model, a run that remembers predictions per (task, program)
+    until the task is taught is the run that asks the model every round."""
+    from wmrl_env.bench.bank import TaskBank, predicts_per_task
+    from wmrl_env.bench.pertask import run_arm
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+    from wmrl_env.bench.suite import sample_tasks, split_tasks
+    from wmrl_env.bench.world_model import MixedWorldModel, RandomWorldModel
+    from wmrl_env.world_models import load_default_ml_world_model
+
+    bank = TaskBank.of(sample_tasks(split_tasks("heldout"), 3))
+    config = PerTaskConfig(rounds=6, group_size=4, anchor_fraction=0.34)
+    model = load_default_ml_world_model()
+    assert predicts_per_task(model, 3) and predicts_per_task(MixedWorldModel(model, {}, 0.5), 3)
+    assert not predicts_per_task(RandomWorldModel(0), 3)
+    runs = [
+        run_arm(bank, config, "ppi", 0, 1.0, load_default_ml_world_model(), cache=cache)
+        for cache in (True, False)
+    ]
+    for cached, asked in zip(*(run.steps for run in runs), strict=True):
+        assert cached.true_score == asked.true_score
+        assert cached.spearman == pytest.approx(asked.spearman, nan_ok=True)
+        assert cached.anchor_gap == pytest.approx(asked.anchor_gap, nan_ok=True)
+    assert runs[0].task_scores == runs[1].task_scores

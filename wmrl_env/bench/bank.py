@@ -110,3 +110,72 @@ class TaskBank:
 
 def _reward(row) -> float:
     return float(row.score) if row.status == "ok" and np.isfinite(row.score) else 0.0
+
+
+class TaskPredictions:
+    """A world model's predictions on a bank, remembered per (task, program) until the task
+    is taught (:meth:`learn`): exact for a world model whose prediction on a task changes
+    only through anchors of that task (``per_task=True``; e.g. the default ML world model,
+    a per-task residual correction on a fixed base). ``per_task=False`` asks the model every
+    time (any world model, e.g. a random one).
+
+    Example:
+        >>> import numpy as np
+        >>> from wmrl_env.bench.world_model import RandomWorldModel
+        >>> bank = TaskBank(("t",), ("task",), (("a", "b"),), np.array([[0.0, 1.0]]),
+        ...                 np.ones((1, 2)))
+        >>> cached = TaskPredictions(bank, RandomWorldModel(seed=0), per_task=True)
+        >>> first = cached.predict(np.array([0, 0]), np.array([0, 1])).scores
+        >>> bool((cached.predict(np.array([0]), np.array([1])).scores == first[1]).all())
+        True
+    """
+
+    def __init__(self, bank: TaskBank, world_model, per_task: bool) -> None:
+        self.bank = bank
+        self.world_model = world_model
+        self.per_task = per_task
+        shape = bank.scores.shape
+        self._scores = np.full(shape, np.nan)
+        self._std = np.full(shape, np.nan)
+        self._valid = np.zeros(shape, dtype=bool)
+        self._known = np.zeros(shape, dtype=bool)
+        self._has_std = True
+
+    def predict(self, tasks: np.ndarray, programs: np.ndarray) -> Prediction:
+        tasks, programs = np.asarray(tasks), np.asarray(programs)
+        if not self.per_task:
+            return self.bank.predict(self.world_model, tasks, programs)
+        missing = ~self._known[tasks, programs]
+        if missing.any():
+            pairs = np.unique(np.stack([tasks[missing], programs[missing]]), axis=1)
+            fresh = self.bank.predict(self.world_model, pairs[0], pairs[1])
+            self._scores[pairs[0], pairs[1]] = fresh.scores
+            self._has_std = fresh.std is not None
+            if fresh.std is not None:
+                self._std[pairs[0], pairs[1]] = fresh.std
+            valid = np.ones(len(fresh.scores), bool) if fresh.valid is None else fresh.valid
+            self._valid[pairs[0], pairs[1]] = valid
+            self._known[pairs[0], pairs[1]] = True
+        valid = self._valid[tasks, programs]
+        return Prediction(
+            scores=self._scores[tasks, programs],
+            std=self._std[tasks, programs] if self._has_std else None,
+            valid=valid,
+            reasons=["" if v else "invalid" for v in valid],
+        )
+
+    def learn(self, tasks: np.ndarray, programs: np.ndarray) -> None:
+        """Teach the world model; forget the taught tasks' remembered predictions."""
+        self.bank.learn(self.world_model, tasks, programs)
+        self._known[np.unique(tasks)] = False
+
+
+def predicts_per_task(world_model, num_tasks: int) -> bool:
+    """Whether ``world_model``'s prediction on a task changes only when that task is
+    taught: the default ML world model (a fixed base plus a per-task residual posterior,
+    holding at least ``num_tasks`` tasks), alone or dialled towards the truth."""
+    from wmrl_env.bench.world_model import MixedWorldModel
+    from wmrl_env.world_models.program_task import ProgramTaskWorldModel
+
+    inner = world_model.inner if isinstance(world_model, MixedWorldModel) else world_model
+    return isinstance(inner, ProgramTaskWorldModel) and inner.max_tasks >= num_tasks

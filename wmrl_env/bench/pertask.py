@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from wmrl_env.bench.bank import TaskBank, greedy_scores
+from wmrl_env.bench.bank import TaskBank, TaskPredictions, greedy_scores, predicts_per_task
 from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.pertask_config import PerTaskConfig
 from wmrl_env.bench.records import RunRecord, StepRecord
@@ -73,10 +73,17 @@ def run_arm(
     learning_rate: float,
     world_model: Any | None,
     label: str | None = None,
+    cache: bool = True,
 ) -> RunRecord:
     """Run one arm with one seed at ``learning_rate``; the record's ``task_scores`` hold the
-    per-task readings of :func:`per_task_readings`."""
+    per-task readings of :func:`per_task_readings`. ``cache``: remember predictions per
+    (task, program) until the task is taught, where that is exact
+    (:func:`~wmrl_env.bench.bank.predicts_per_task`; the results are the same, faster)."""
     num_tasks, group_size = bank.num_tasks, config.group_size
+    predictions = None
+    if world_model is not None:
+        per_task = predicts_per_task(world_model, num_tasks) if cache else False
+        predictions = TaskPredictions(bank, world_model, per_task)
     policy = TabularPolicy(num_tasks, bank.num_programs, learning_rate, config.optimizer, seed=seed)
     rng = np.random.default_rng([seed, 7])
     num_anchors = num_anchor_groups(num_tasks, config.anchor_fraction, minimum=1)
@@ -129,7 +136,7 @@ def run_arm(
             out = fusion.step(group_ids, None, truth)
         else:
             clock = time.perf_counter()
-            prediction = bank.predict(world_model, group_ids, programs)
+            prediction = predictions.predict(group_ids, programs)
             totals["wm_seconds"] += time.perf_counter() - clock
             if arm == "wm":
                 chosen, pi = np.zeros(num_tasks, dtype=bool), np.zeros(num_tasks)
@@ -147,7 +154,7 @@ def run_arm(
                 inclusion_probabilities=pi[group_ids],
             )
             if executed.any():
-                bank.learn(world_model, group_ids[executed], programs[executed])
+                predictions.learn(group_ids[executed], programs[executed])
             metrics = out.metrics
             fields = {
                 "spearman": within_group_spearman(group_ids, prediction.scores, truth),

@@ -36,7 +36,7 @@ class PerTaskConfig:
     tuning_seeds: int = 1
     """runs per arm and learning rate of the sweep that picks each arm's rate; their seeds
     (1000, 1001, ...) are never reported"""
-    rounds: int = 48
+    rounds: int = 40
     """rounds per run (a fused arm executes ``group_size * anchor_fraction`` programs per
     task per round on average)"""
     group_size: int = 8
@@ -124,14 +124,14 @@ class PerTaskConfig:
 
     @classmethod
     def full(cls, **overrides) -> PerTaskConfig:
-        """The headline: 10 seeds, budgets up to 64 executions per task, a wider rate sweep
-        and the quality curve."""
+        """The headline: every arm, 6 seeds, budgets up to 64 executions per task, a wider
+        rate sweep and the quality curve (world models mix:0.5 / 0.75 / 0.9 / 1)."""
         settings = dict(
-            seeds=10,
+            seeds=6,
             rounds=80,
             budgets=(8, 16, 32, 64),
-            learning_rates=(0.1, 0.3, 1.0, 3.0, 10.0),
-            quality_weights=(0.25, 0.5, 0.75, 0.9),
+            learning_rates=(0.3, 1.0, 3.0, 10.0),
+            quality_weights=(0.5, 0.75, 0.9, 1.0),
         )
         return cls(**{**settings, **overrides})
 

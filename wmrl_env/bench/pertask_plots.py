@@ -15,7 +15,7 @@ import numpy as np
 from wmrl_env.bench.plots import _pyplot
 from wmrl_env.bench.records import RunRecord
 
-FIXED_LINES = ("oracle", "best constant", "zero-shot")
+FIXED_LINES = ("oracle", "best constant", "world model's zero-shot")
 
 
 def pertask_curves(
@@ -43,6 +43,9 @@ def pertask_curves(
             length = min(len(r.steps) for r in arm_runs)
             x = np.mean([[s.real_executions for s in r.steps[:length]] for r in arm_runs], 0)
             y = np.mean([[getattr(s, field) for s in r.steps[:length]] for r in arm_runs], 0)
+            if x[-1] == 0:  # no real execution (wm): its score, as a level
+                ax.axhline(y[-1], lw=1.5, ls="-.", color="C7", label=f"{arm} (no execution)")
+                continue
             ax.plot(np.maximum(x / num_tasks, 0.5), y, label=arm, lw=1.5)
         for name, style in (("random search", "k--"), ("world-model search", "k-")):
             values = [float(np.mean(lines[f"{name}@{b}"])) for b in budgets]

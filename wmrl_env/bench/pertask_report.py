@@ -146,9 +146,9 @@ def summarise_pertask(
     return out
 
 
-def interval_text(value: Interval | None, sign: str = "") -> str:
+def interval_text(value: Interval | None, sign: str = "", missing: str = "-") -> str:
     if value is None:
-        return "-"
+        return missing
     mean, (low, high) = value
     return f"{mean:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
 
@@ -179,7 +179,10 @@ def markdown(
     ):  # fmt: skip
         out += ["", f"Arms, {title}:", "", f"| arm (rate) | {head} |", rule]
         for label, row in summary.items():
-            cells = [interval_text(row["readings"].get(f"{score}@{axis}{b}")) for b in budgets]
+            cells = [
+                interval_text(row["readings"].get(f"{score}@{axis}{b}"), missing="not reached")
+                for b in budgets
+            ]
             out.append(f"| {label} ({_rate(rates, label)}) | {' | '.join(cells)} |")
     for baseline in ("anchors", "real"):
         out += [

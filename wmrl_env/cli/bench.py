@@ -262,7 +262,7 @@ def run_pertask(args: argparse.Namespace) -> int:
     print()
     print(result.markdown)
     print(
-        f"\nper-task regime, {len(result.summary)} rows x {config.seeds} seeds, world model "
+        f"\nper-task regime, {len(result.summary)} arm rows x {config.seeds} seeds, world model "
         f"{config.world_model}, {config.anchor_draw} anchors, {config.optimizer}; "
         f"{result.seconds:.0f} s; outputs in {result.folder}/"
     )
