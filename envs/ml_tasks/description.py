@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import string
 import textwrap
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
+from .datasets import Dataset
 from .scoring import METRICS
 
-if TYPE_CHECKING:
-    from .tasks import MLTask
-
-__all__ = ["DESCRIPTION_CHARSET", "describe"]
+__all__ = ["DESCRIPTION_CHARSET", "DescribedTask", "describe"]
 
 DESCRIPTION_CHARSET = string.printable
 """Every character a description may hold (printable ASCII and whitespace)."""
@@ -45,7 +43,25 @@ _BASELINE_WORDS = {
 }
 
 
-def describe(task: MLTask) -> str:
+class DescribedTask(Protocol):
+    """What :func:`describe` reads of a task (an :class:`~.tasks.MLTask` has it all): the
+    description depends on the task's data, never the other way round."""
+
+    task_id: str
+    dataset: Dataset
+    metric: str
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    test_ids: np.ndarray
+    baseline: float
+    timeout_s: float
+
+    @property
+    def kind(self) -> str: ...
+
+
+def describe(task: DescribedTask) -> str:
     data = task.dataset
     metric = METRICS[task.metric]
     kind = _KIND_WORDS[task.kind]

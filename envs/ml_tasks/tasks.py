@@ -36,6 +36,7 @@ from wmrl_env.sandboxes.job import Job
 from wmrl_env.utils.hashing import artifact_hash
 
 from .datasets import Dataset, TaskKind
+from .description import describe
 from .scoring import METRICS, PREDICTIONS_FILE, normalised_score, read_predictions
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MLTask", "TaskScorer", "default_data_root"]
@@ -154,8 +155,6 @@ class MLTask:
     @functools.cached_property
     def description(self) -> str:
         """What the agent (and the world model) reads: the task in plain ASCII text."""
-        from .description import describe
-
         return describe(self)
 
     def scorer(self, *, normalise: bool = True) -> TaskScorer:

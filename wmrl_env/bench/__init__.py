@@ -1,5 +1,12 @@
-"""``wmrl bench``: post-train a task-conditioned policy with GRPO over the ML task suite's
-``train`` split, once per arm and seed, and score it on the ``heldout`` split.
+"""``wmrl bench``: what the world model is worth on the ML task suite, in two regimes.
+
+``--regime pertask`` (the default; :func:`run_pertask_bench`, :mod:`wmrl_env.bench.pertask`):
+every held-out task improves from its own executions (a tabular policy per task), with
+reference and search lines, each arm at its own tuned learning rate, and the quality curve.
+
+``--regime crosstask`` (:func:`run_bench`): post-train a task-conditioned policy with GRPO
+over the ML task suite's ``train`` split, once per arm and seed, and score it on the
+``heldout`` split.
 
 Arms: ``real`` (every group executed), ``anchors`` (only the fused arms' share of groups, all
 executed, no world model), ``wm``, ``debias``, ``denoise``, ``wmrl``, ``ppi``.
@@ -20,13 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from wmrl_env.bench.config import FUSED_ARMS, BenchConfig
 from wmrl_env.bench.live_check import LiveCheck, live_check
 from wmrl_env.bench.live_check import markdown as live_markdown
+from wmrl_env.bench.pertask_bench import PerTaskResult, run_pertask_bench
+from wmrl_env.bench.pertask_config import PerTaskConfig
 from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.report import ArmSummary, markdown_table, summarise
 
-__all__ = ["BenchConfig", "BenchResult", "run_bench"]
+__all__ = ["BenchConfig", "BenchResult", "PerTaskConfig", "PerTaskResult", "run_bench",
+           "run_pertask_bench"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,8 @@ class BenchResult:
     runs: list[RunRecord]
     seconds: float
     live_checks: list[LiveCheck]
+    reference_lines: dict[str, float]
+    """line name -> mean score over the held-out tasks (oracle, uniform, search, ...)"""
 
 
 def run_bench(
@@ -77,6 +91,8 @@ def run_bench(
                 log.write(json.dumps(run.to_dict()) + "\n")
                 log.flush()
     summaries = summarise(runs, tolerance=config.tolerance)
+    say("reference lines: oracle, uniform, best constant, zero-shot pick, search")
+    lines = _reference_lines(config, regime)
     checks = []
     if config.live_check:
         say(f"executing {config.live_check} final programs live in the sandbox")
@@ -88,17 +104,43 @@ def run_bench(
         "tolerance": config.tolerance,
         "train_tasks": len(regime.train_tasks),
         "heldout_tasks": len(regime.heldout.task_ids),
+        "reference_lines": {name: float(np.mean(values)) for name, values in lines.items()},
         "live_check": [c.to_json() for c in checks],
         "bench_seconds": seconds,
     }
     (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown_table(summaries)
+    table = markdown_table(summaries) + "\n\n" + reference_markdown(lines)
     if checks:
         table += "\n\nLive check:\n\n" + live_markdown(checks)
     (folder / "results.md").write_text(table + "\n")
     say("plotting")
     plots.write_all(runs, folder)
-    return BenchResult(folder, summaries, runs, seconds, checks)
+    means = {name: float(np.mean(values)) for name, values in lines.items()}
+    return BenchResult(folder, summaries, runs, seconds, checks, means)
+
+
+SEARCH_BUDGETS = (8, 16, 32)
+"""executions per held-out task at which the cross-task report reads the search lines"""
+
+
+def _reference_lines(config: BenchConfig, regime: Any) -> dict[str, np.ndarray]:
+    """The held-out tasks' reference lines (:func:`~wmrl_env.bench.search.reference_lines`)
+    with the configured world model, the best constant chosen on the train tasks."""
+    from wmrl_env.bench.bank import TaskBank
+    from wmrl_env.bench.pertask_bench import world_model_factory
+    from wmrl_env.bench.search import reference_lines
+    from wmrl_env.bench.suite import ScoreTable
+
+    bank = TaskBank.of(regime.heldout.task_ids)
+    train = ScoreTable.of(regime.train_tasks).scores
+    make = world_model_factory(config.world_model, bank)
+    return reference_lines(bank, make, SEARCH_BUDGETS, train, seeds=1)
+
+
+def reference_markdown(lines: dict[str, np.ndarray]) -> str:
+    """The reference lines as a Markdown table (mean over the held-out tasks)."""
+    rows = [f"| {name} | {float(np.mean(values)):.3f} |" for name, values in lines.items()]
+    return "\n".join(["| reference line (held-out tasks) | score |", "|---|---|", *rows])
 
 
 def _world_models(config: BenchConfig, tasks: tuple[str, ...]) -> Callable[[int], Any]:

@@ -32,6 +32,8 @@ class StepRecord:
     eval_steps: int = 0
     """cumulative environment steps spent evaluating (never charged to training)"""
     true_score: float = math.nan
+    best_executed_score: float = math.nan
+    """mean over tasks of the best program executed so far (per-task regime)"""
     fused_reward_mean: float = math.nan
     real_reward_mean: float = math.nan
     kappa: float = math.nan
@@ -55,6 +57,8 @@ class RunRecord:
     """the final calibration map on a grid and the window's anchor pairs (for plots)"""
     final_programs: dict[str, str] = field(default_factory=dict)
     """held-out task -> the final policy's most likely program id"""
+    task_scores: dict[str, list[float]] = field(default_factory=dict)
+    """reading (e.g. ``"greedy@exec16"``) -> per held-out task score (per-task regime)"""
 
     @property
     def evaluated(self) -> list[StepRecord]:
@@ -82,4 +86,5 @@ class RunRecord:
             steps,
             data.get("calibration", {}),
             data.get("final_programs", {}),
+            data.get("task_scores", {}),
         )

@@ -12,7 +12,9 @@ ratio is also reported at 95 % and 90 % of the real arm's final score (``speedup
 **Gain over anchors** (:func:`gain_over_anchors`): per seed, the arm's held-out score minus
 the ``anchors`` arm's, both read at the same cumulative real-execution seconds (the smaller
 of the two runs' totals; a curve's value at ``s`` seconds is its last evaluation at or
-before ``s``), then the mean and 95 % t-interval over seeds.
+before ``s``), then the mean and 95 % t-interval over seeds. An arm that spends no real
+cost (``wm``) has no such gain: it is reported "n/a" (reading it at 0 s would compare its
+final score with the anchors arm's untrained start).
 
 Example:
     >>> from wmrl_env.bench.records import RunRecord, StepRecord
@@ -135,6 +137,8 @@ def gain_over_anchors(
     """Mean and 95 % interval over seeds of (score of ``runs`` - score of ``anchors``) at equal
     cumulative real cost (``cost``); runs are paired by seed."""
     by_seed = {run.seed: run for run in anchors}
+    if runs and all(getattr(run.totals, cost) == 0 for run in runs):
+        return None, None  # no real cost: a gain at equal real cost is not defined
     gains = []
     for run in runs:
         baseline = by_seed.get(run.seed)
@@ -229,7 +233,7 @@ def _interval(ci: tuple[float, float] | None, sign: str = "") -> str:
 
 def _gain_text(s: ArmSummary) -> str:
     if s.gain_over_anchors is None:
-        return "(baseline)" if s.arm == ANCHORS else "-"
+        return "(baseline)" if s.arm == ANCHORS else "n/a"
     return f"{s.gain_over_anchors:+.3f}{_interval(s.gain_over_anchors_ci, '+')}"
 
 

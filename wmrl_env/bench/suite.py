@@ -13,6 +13,8 @@ Example:
     >>> uniform = np.full((2, 72), 1 / 72)
     >>> abs(table.expected(uniform) - float(table.scores.mean())) < 1e-12
     True
+    >>> abs(table.greedy(uniform) - table.expected(uniform)) < 1e-12   # ties at random
+    True
 """
 
 from __future__ import annotations
@@ -108,9 +110,12 @@ class ScoreTable:
         return cls(tuple(task_ids), scores)
 
     def greedy(self, probabilities: np.ndarray) -> float:
-        """Mean score of each task's most likely program."""
-        picks = np.argmax(self._check(probabilities), axis=1)
-        return float(self.scores[np.arange(len(picks)), picks].mean())
+        """Mean score of each task's most likely program, ties broken at random (the mean
+        over the tied programs: an untrained, uniform policy scores the uniform mean, not
+        the first program's score)."""
+        from wmrl_env.bench.bank import greedy_scores
+
+        return float(greedy_scores(self._check(probabilities), self.scores).mean())
 
     def expected(self, probabilities: np.ndarray) -> float:
         """Mean over tasks of the expected score under the program distribution."""

@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from wmrl_env.bench.config import ARMS, WORLD_MODELS, BenchConfig
+from wmrl_env.bench.config import ARMS, BenchConfig
+from wmrl_env.bench.pertask_config import ANCHOR_DRAWS, PerTaskConfig, parse_world_model
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, SUCCESS_PREDICTORS, RobotBenchConfig
+from wmrl_env.bench.tabular import OPTIMIZERS
 
 # flag -> (type, help); unset flags keep the preset's value
 OVERRIDES: dict[str, tuple[type, str]] = {
@@ -34,6 +36,20 @@ ROBOT_OVERRIDES: dict[str, tuple[type, str]] = {
     "ensemble_size": (int, "robosuite: members of the dynamics ensemble"),
     "cache_dir": (str, "robosuite: where base policies and demonstrations are cached"),
 }
+# flags of --regime pertask only (the ML domain's default regime)
+PERTASK_OVERRIDES: dict[str, tuple[type, str]] = {
+    "rounds": (int, "pertask: rounds per run (one group per task per round)"),
+    "tuning_seeds": (int, "pertask: seeds per rate of the learning-rate sweep (not reported)"),
+    "last_k": (int, "pertask: evaluations averaged into the equal-rounds reading"),
+    "balance_mix": (float, "pertask: share of uniform probability in the balanced anchor draw"),
+}
+PERTASK_LISTS: dict[str, tuple[type, str]] = {
+    "learning_rates": (float, "pertask: the learning-rate grid each arm's rate is chosen from"),
+    "budgets": (int, "pertask: real executions per task at which arms are compared"),
+    "quality_weights": (float, "pertask: W of the quality curve's world models mix:W"),
+}
+# flags both ML regimes read
+PERTASK_SHARED = ("seeds", "group_size", "anchor_fraction", "heldout_tasks", "tolerance", "out")
 SHARED = ("seeds", "iterations", "num_groups", "group_size", "anchor_fraction", "eval_every",
           "learning_rate", "update_epochs", "workers", "out")  # fmt: skip
 
@@ -50,6 +66,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--full", action="store_true", help="the headline configuration")
     parser.add_argument(
+        "--regime",
+        choices=("pertask", "crosstask"),
+        default="pertask",
+        help="ml: pertask (default): each held-out task improves from its own executions, "
+        "tabular policies, reference and search lines; crosstask: one task-conditioned "
+        "policy trained on the train split, scored on the held-out split",
+    )
+    parser.add_argument(
+        "--anchor-draw",
+        choices=ANCHOR_DRAWS,
+        help="pertask: anchors drawn at random or balanced over tasks (default balanced)",
+    )
+    parser.add_argument(
+        "--optimizer", choices=OPTIMIZERS, help="pertask: the tabular policies' optimizer"
+    )
+    parser.add_argument(
         "--domain",
         choices=("ml", "robosuite"),
         default="ml",
@@ -65,10 +97,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--world-model",
-        choices=WORLD_MODELS,
         default=BenchConfig.world_model,
-        help="the default world model (robosuite: the dynamics ensemble with a success "
-        "predictor), or uniform random scores (the never-worse check)",
+        help="default: the default world model (robosuite: the dynamics ensemble with a "
+        "success predictor); random: uniform random scores (the never-worse check); "
+        "mix:W (pertask): (1 - W) * the default model + W * the table's truth",
     )
     parser.add_argument(
         "--report-only",
@@ -98,12 +130,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=sorted(set(ARMS) | set(ROBOT_ARMS)),
         help="arms to run (default: all of the domain's)",
     )
-    for name, (kind, text) in {**OVERRIDES, **ROBOT_OVERRIDES}.items():
+    for name, (kind, text) in {**OVERRIDES, **ROBOT_OVERRIDES, **PERTASK_OVERRIDES}.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
+    for name, (kind, text) in PERTASK_LISTS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, nargs="+", help=text)
     parser.set_defaults(func=run)
 
 
+PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "optimizer")
+
+
+def _refuse(names: list[str], where: str) -> None:
+    if names:
+        flags = ", ".join("--" + n.replace("_", "-") for n in names)
+        raise ValueError(f"{flags} apply to {where} only")
+
+
+def pertask_config_from_args(args: argparse.Namespace) -> PerTaskConfig:
+    """The per-task regime's configuration; flags of other regimes or domains are refused."""
+    robot = [n for n in (*ROBOT_OVERRIDES, "success_predictor") if getattr(args, n) is not None]
+    _refuse(robot, "--domain robosuite")
+    crosstask = [n for n in OVERRIDES if n not in PERTASK_SHARED and getattr(args, n) is not None]
+    crosstask += [n for n in ("uncertainty_anchors",) if getattr(args, n)]
+    crosstask += ["executor"] if args.executor != "replay" else []
+    crosstask += ["heldout_score"] if args.heldout_score != "greedy" else []
+    _refuse(crosstask, "--regime crosstask")
+    names = (*PERTASK_SHARED, *PERTASK_ONLY)
+    overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    overrides["world_model"] = args.world_model
+    if args.arms:
+        overrides["arms"] = tuple(args.arms)
+    return (PerTaskConfig.full if args.full else PerTaskConfig.quick)(**overrides)
+
+
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    _refuse([n for n in PERTASK_ONLY if getattr(args, n) is not None], "--regime pertask")
+    if parse_world_model(args.world_model) is not None:
+        raise ValueError("--world-model mix:W applies to --regime pertask only")
     robot_flags = (*ROBOT_OVERRIDES, "success_predictor")
     robot_only = [n for n in robot_flags if getattr(args, n) is not None]
     if robot_only:
@@ -123,11 +186,14 @@ def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
     """The robosuite bench's configuration; ML-only flags are refused."""
     ml_only = [n for n in OVERRIDES if n not in SHARED and getattr(args, n) is not None]
     ml_only += [n for n in ("uncertainty_anchors",) if getattr(args, n)]
+    ml_only += [n for n in PERTASK_ONLY if getattr(args, n) is not None]
     if ml_only:
         flags = ", ".join("--" + n.replace("_", "-") for n in ml_only)
         raise ValueError(f"{flags} apply to the ML domain only")
     names = (*SHARED, *ROBOT_OVERRIDES, "success_predictor")
     overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if args.world_model not in ("default", "random"):
+        raise ValueError("--world-model for robosuite is 'default' or 'random'")
     overrides["world_model"] = "random" if args.world_model == "random" else "dynamics"
     if args.arms:
         overrides["arms"] = tuple(args.arms)
@@ -181,9 +247,33 @@ def run_robots(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_pertask(args: argparse.Namespace) -> int:
+    """``wmrl bench --regime pertask``: progress lines, then the report."""
+    from wmrl_env.bench.pertask_bench import run_pertask_bench
+    from wmrl_env.utils.imports import MissingDependencyError, require
+
+    try:
+        config = pertask_config_from_args(args)
+        require("matplotlib", "wmrl bench (its figures)")
+    except (ValueError, MissingDependencyError) as error:
+        print(f"wmrl bench: {error}", file=sys.stderr)
+        return 2
+    result = run_pertask_bench(config, on_phase=lambda message: print(message, flush=True))
+    print()
+    print(result.markdown)
+    print(
+        f"\nper-task regime, {len(result.summary)} arm rows x {config.seeds} seeds, world model "
+        f"{config.world_model}, {config.anchor_draw} anchors, {config.optimizer}; "
+        f"{result.seconds:.0f} s; outputs in {result.folder}/"
+    )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.domain == "robosuite":
         return run_robots(args)
+    if args.regime == "pertask":
+        return run_pertask(args)
     from wmrl_env.bench import run_bench
     from wmrl_env.bench.live_check import markdown as live_markdown
     from wmrl_env.bench.report import markdown_table
@@ -224,6 +314,9 @@ def run(args: argparse.Namespace) -> int:
         result = run_bench(config, on_step=on_step, on_phase=on_phase)
     print()
     print(markdown_table(result.summaries))
+    print("\n| reference line (held-out tasks) | score |\n|---|---|")
+    for name, value in result.reference_lines.items():
+        print(f"| {name} | {value:.3f} |")
     baseline = result.summaries.get("real")
     if baseline is not None:
         print(

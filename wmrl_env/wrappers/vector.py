@@ -157,6 +157,8 @@ class WorldModelVectorEnv(VectorEnv):
             self.executor.close()
             raise
         self._round: Round | None = None
+        self.best_executed: dict[Any, tuple[float, Any]] = {}
+        """outcome tasks: group context -> (best real score, its action) executed so far"""
 
     def _configure(self, description: Any, max_episode_steps: int | None) -> None:
         self.env_description = description
@@ -244,12 +246,30 @@ class WorldModelVectorEnv(VectorEnv):
         if len(per_env) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(per_env)}")
         out = self._round.step(per_env)
+        if self.kind == "outcome":
+            self._track_best_executed(per_env, out.info)
         return (
             self._batch(out.observations),
             out.rewards,
             out.terminated,
             out.truncated,
             out.info,
+        )
+
+    def _track_best_executed(self, actions: list[Any], info: dict[str, Any]) -> None:
+        """Remember, per group context (the start observation), the best artifact executed
+        so far (what one would deploy), and add ``best_executed_score`` /
+        ``best_executed_action`` per env to ``info`` (NaN / None before any execution)."""
+        contexts = self.layout.expand(self._round.setup.starts.observations)
+        keys = [_context_key(c) for c in contexts]
+        for key, score, action in zip(keys, info["real_score"], actions, strict=True):
+            if np.isfinite(score) and score > self.best_executed.get(key, (-np.inf, None))[0]:
+                self.best_executed[key] = (float(score), action)
+        best = [self.best_executed.get(key, (math.nan, None)) for key in keys]
+        add_per_env(
+            info,
+            best_executed_score=np.array([b[0] for b in best]),
+            best_executed_action=np.array([b[1] for b in best] + [None], dtype=object)[:-1],
         )
 
     def _batch(self, observations: list[Any]) -> Any:
@@ -272,3 +292,14 @@ class WorldModelVectorEnv(VectorEnv):
             f"WorldModelVectorEnv({self.kind}, num_groups={self.num_groups}, "
             f"group_size={self.group_size}, fusion={getattr(self.fusion, 'method', '?')})"
         )
+
+
+def _context_key(context: Any) -> Any:
+    """A dict key for a group's start observation (arrays by dtype, shape and bytes)."""
+    if isinstance(context, np.ndarray):
+        return (context.dtype.str, context.shape, context.tobytes())
+    try:
+        hash(context)
+    except TypeError:
+        return repr(context)
+    return context

@@ -1,0 +1,232 @@
+"""One run of the per-task regime: an arm, a seed, a learning rate, every held-out task.
+
+Each task has its own tabular softmax policy (:class:`~wmrl_env.bench.tabular.TabularPolicy`,
+uniform at the start). A round samples one group of ``group_size`` programs per task:
+
+* ``real`` executes every group; ``anchors`` executes only the groups of the ``m`` tasks the
+  anchor draw picks (``m = round(anchor_fraction * T)``) and updates only those tasks;
+* ``wm`` scores every group with the world model; the fused arms (``debias``, ``denoise``,
+  ``wmrl``, ``ppi``) score every group with it, execute the ``m`` drawn groups, and fuse the
+  two streams with :class:`~wmrl_env.fusion.RewardFusion`, given the draw's exact inclusion
+  probabilities; the anchors then teach the world model
+  (:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
+
+Real scores replay the committed execution table, each execution charged its recorded
+seconds. After every round the run records each task's greedy program score (ties broken at
+random) and the best program executed so far on it (what one would deploy; a task never
+executed deploys its greedy pick), and the world model's within-task Spearman on the round's
+groups against the table (measured, never used to train).
+
+**Anchor draws.** ``random``: a simple random sample of ``m`` groups, ``pi = m / T``.
+``balanced``: systematic PPS sampling (:func:`~wmrl_env.fusion.anchors.select_anchor_groups`)
+with priority 1 on the tasks executed least so far and 0 elsewhere, mixed with uniform by
+``balance_mix``: every task's inclusion probability is exact and at least
+``m * balance_mix / T`` given the history, which is what PPI needs to stay unbiased (its
+``1 / pi`` rectification is exact for any known ``pi > 0``). A deterministic rotation would
+balance perfectly but leave ``pi = 0`` on tasks already drawn, where PPI's rectifier is
+missing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from wmrl_env.bench.bank import TaskBank, TaskPredictions, greedy_scores, predicts_per_task
+from wmrl_env.bench.config import ANCHORS_ARM
+from wmrl_env.bench.pertask_config import PerTaskConfig
+from wmrl_env.bench.records import RunRecord, StepRecord
+from wmrl_env.bench.tabular import TabularPolicy
+from wmrl_env.fusion import RewardFusion
+from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
+
+EXECUTING_ARMS = ("real", ANCHORS_ARM)
+
+
+def draw_anchor_tasks(
+    executions: np.ndarray, num_anchors: int, how: str, rng: np.random.Generator, mix: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(chosen, pi)`` per task: ``num_anchors`` tasks drawn at random or balanced (priority
+    to the tasks with the fewest ``executions``), with exact inclusion probabilities.
+
+    >>> rng = np.random.default_rng(0)
+    >>> chosen, pi = draw_anchor_tasks(np.array([0, 8, 8, 8]), 1, "balanced", rng, 0.2)
+    >>> pi.round(2).tolist(), int(chosen.sum())
+    ([0.85, 0.05, 0.05, 0.05], 1)
+    """
+    num_tasks = executions.shape[0]
+    if how == "random":
+        return select_anchor_groups(num_tasks, num_anchors, rng)
+    least = (executions == executions.min()).astype(np.float64)
+    return select_anchor_groups(num_tasks, num_anchors, rng, least, uniform_mix=mix)
+
+
+def run_arm(
+    bank: TaskBank,
+    config: PerTaskConfig,
+    arm: str,
+    seed: int,
+    learning_rate: float,
+    world_model: Any | None,
+    label: str | None = None,
+    cache: bool = True,
+) -> RunRecord:
+    """Run one arm with one seed at ``learning_rate``; the record's ``task_scores`` hold the
+    per-task readings of :func:`per_task_readings`. ``cache``: remember predictions per
+    (task, program) until the task is taught, where that is exact
+    (:func:`~wmrl_env.bench.bank.predicts_per_task`; the results are the same, faster)."""
+    num_tasks, group_size = bank.num_tasks, config.group_size
+    predictions = None
+    if world_model is not None:
+        per_task = predicts_per_task(world_model, num_tasks) if cache else False
+        predictions = TaskPredictions(bank, world_model, per_task)
+    policy = TabularPolicy(num_tasks, bank.num_programs, learning_rate, config.optimizer, seed=seed)
+    rng = np.random.default_rng([seed, 7])
+    num_anchors = num_anchor_groups(num_tasks, config.anchor_fraction, minimum=1)
+    method = "real" if arm in EXECUTING_ARMS else arm
+    fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    executions = np.zeros(num_tasks, dtype=np.int64)
+    best = np.full(num_tasks, -np.inf)
+    totals = {"seconds": 0.0, "wm_seconds": 0.0}
+    greedy_rows, best_rows, cost_rows = [], [], []
+    record = RunRecord(arm=label or arm, seed=seed)
+    start = time.perf_counter()
+
+    def evaluate(step: int, fields: dict[str, Any]) -> None:
+        greedy = greedy_scores(policy.logits, bank.scores)
+        deployed = np.where(executions > 0, best, greedy)
+        greedy_rows.append(greedy)
+        best_rows.append(deployed)
+        cost_rows.append((executions.mean(), totals["seconds"]))
+        record.steps.append(
+            StepRecord(
+                step=step,
+                real_exec_seconds=totals["seconds"],
+                wall_seconds=time.perf_counter() - start,
+                wm_seconds=totals["wm_seconds"],
+                real_executions=int(executions.sum()),
+                true_score=float(greedy.mean()),
+                best_executed_score=float(deployed.mean()),
+                **fields,
+            )
+        )
+
+    evaluate(0, {})
+    everyone = np.arange(num_tasks)
+    for step in range(1, config.rounds + 1):
+        if arm == "real":
+            tasks = everyone
+        elif arm == ANCHORS_ARM:
+            chosen, _ = draw_anchor_tasks(
+                executions, num_anchors, config.anchor_draw, rng, config.balance_mix
+            )
+            tasks = np.flatnonzero(chosen)
+        else:
+            tasks = everyone
+        programs = policy.sample(tasks, group_size).ravel()
+        group_ids = np.repeat(tasks, group_size)
+        truth = bank.scores[group_ids, programs]
+        fields: dict[str, Any] = {}
+        if method == "real":
+            executed = np.ones(group_ids.size, dtype=bool)
+            out = fusion.step(group_ids, None, truth)
+        else:
+            clock = time.perf_counter()
+            prediction = predictions.predict(group_ids, programs)
+            totals["wm_seconds"] += time.perf_counter() - clock
+            if arm == "wm":
+                chosen, pi = np.zeros(num_tasks, dtype=bool), np.zeros(num_tasks)
+            else:
+                chosen, pi = draw_anchor_tasks(
+                    executions, num_anchors, config.anchor_draw, rng, config.balance_mix
+                )
+            executed = chosen[group_ids]
+            real = np.where(executed, truth, np.nan)
+            out = fusion.step(
+                group_ids,
+                prediction.scores,
+                real,
+                wm_valid=prediction.valid,
+                inclusion_probabilities=pi[group_ids],
+            )
+            if executed.any():
+                predictions.learn(group_ids[executed], programs[executed])
+            metrics = out.metrics
+            fields = {
+                "spearman": within_group_spearman(group_ids, prediction.scores, truth),
+                "kappa": float(out.kappa),
+                "wm_weight": _number(metrics.get("wm_weight")),
+                "anchor_gap": _number(metrics.get("anchor_gap")),
+                "residual_mse": _number(metrics.get("residual_mse")),
+                "calibration_fallback": metrics.get("calibration_fallback"),
+            }
+        fields["n_anchor_groups"] = int(np.unique(group_ids[executed]).size)
+        done = group_ids[executed]
+        np.add.at(executions, done, 1)
+        np.maximum.at(best, done, truth[executed])
+        totals["seconds"] += float(bank.seconds[group_ids[executed], programs[executed]].sum())
+        policy.update(group_ids, programs, out.advantages)
+        evaluate(step, fields)
+    record.task_scores = per_task_readings(
+        np.array(greedy_rows), np.array(best_rows), np.array(cost_rows), config, bank
+    )
+    return record
+
+
+def per_task_readings(
+    greedy: np.ndarray,
+    best: np.ndarray,
+    costs: np.ndarray,
+    config: PerTaskConfig,
+    bank: TaskBank,
+) -> dict[str, list[float]]:
+    """Per task, each score (``greedy``, ``best``: rounds x tasks) read at equal rounds
+    (``final``: the mean of the last ``last_k`` evaluations), at equal real executions
+    (``execB``: the last evaluation with at most ``B`` executions per task on average) and at
+    equal real seconds (``secB``: at most the seconds ``B`` executions per task cost at the
+    table's mean seconds). Budget readings take one evaluation: averaging the last ``k``
+    would mix in rounds far below the budget for an arm that executes 8 per task a round. A
+    budget the run never reached is left out; a run that spends nothing reads its final
+    evaluation at every budget."""
+    per_execution = float(bank.seconds.mean()) * bank.num_tasks
+    out: dict[str, list[float]] = {}
+    for name, rows in (("greedy", greedy), ("best", best)):
+        out[f"{name}@final"] = rows[-config.last_k :].mean(axis=0).tolist()
+        for budget in config.budgets:
+            for axis, column, cap in (("exec", 0, budget), ("sec", 1, budget * per_execution)):
+                spent = costs[-1, column]
+                if spent < cap - 1e-9 and spent > 0:
+                    continue  # never reached
+                last = np.flatnonzero(costs[:, column] <= cap + 1e-9)[-1]
+                out[f"{name}@{axis}{budget}"] = rows[last].tolist()
+    return out
+
+
+def within_group_spearman(group_ids: np.ndarray, predicted: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over groups of Spearman(predicted, truth) within the group (groups of equal
+    size, consecutive; groups where either is constant are left out; NaN when none is left).
+
+    >>> within_group_spearman(np.array([0, 0, 0, 1, 1, 1]), np.array([1, 2, 3, 1, 1, 1.0]),
+    ...                       np.array([0.1, 0.2, 0.3, 0.5, 0.4, 0.3]))
+    1.0
+    """
+    size = int(np.unique(group_ids, return_counts=True)[1][0])
+    p = stats.rankdata(np.reshape(predicted, (-1, size)), axis=1)
+    t = stats.rankdata(np.reshape(truth, (-1, size)), axis=1)
+    p, t = p - p.mean(axis=1, keepdims=True), t - t.mean(axis=1, keepdims=True)
+    norm = np.sqrt((p**2).sum(axis=1) * (t**2).sum(axis=1))
+    varied = norm > 0
+    if not varied.any():
+        return math.nan
+    return float(np.mean((p * t).sum(axis=1)[varied] / norm[varied]))
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan

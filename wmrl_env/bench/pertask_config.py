@@ -1,0 +1,159 @@
+"""The configuration of ``wmrl bench --regime pertask``: one dataclass, reused by the CLI.
+
+In the per-task regime every held-out task improves from its own executions: each task has
+its own tabular softmax policy over the 72 programs, every round samples one group of
+``group_size`` programs per task, and the fused arms execute ``anchor_fraction`` of those
+groups for real (the ``anchors`` arm executes as many, and only those). Rewards replay the
+committed execution table (each execution charged its recorded seconds).
+
+Example:
+    >>> quick = PerTaskConfig.quick()
+    >>> quick.anchor_draw, quick.optimizer, quick.budgets
+    ('balanced', 'sgd', (8, 16, 32))
+    >>> PerTaskConfig(world_model="mix:0.5").mix_weight
+    0.5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from wmrl_env.bench.config import ARMS
+from wmrl_env.bench.tabular import OPTIMIZERS
+
+ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random")
+
+
+@dataclass
+class PerTaskConfig:
+    """What ``wmrl bench --regime pertask`` runs and measures."""
+
+    arms: tuple[str, ...] = ARMS
+    """arms to compare (see :data:`wmrl_env.bench.config.ARMS`)"""
+    seeds: int = 5
+    """reported runs per arm"""
+    tuning_seeds: int = 1
+    """runs per arm and learning rate of the sweep that picks each arm's rate; their seeds
+    (1000, 1001, ...) are never reported"""
+    rounds: int = 40
+    """rounds per run (a fused arm executes ``group_size * anchor_fraction`` programs per
+    task per round on average)"""
+    group_size: int = 8
+    """programs sampled per task per round"""
+    anchor_fraction: float = 0.1
+    """share of the tasks' groups executed for real each round (at least one)"""
+    anchor_draw: str = "balanced"
+    """"random": a simple random sample of groups (pi = m / T); "balanced": systematic PPS
+    sampling with priority on the tasks anchored least so far, mixed with uniform by
+    ``balance_mix`` (every pi exact and >= m * balance_mix / T, so PPI stays unbiased)"""
+    balance_mix: float = 0.2
+    """share of uniform probability in the balanced draw (bounds 1 / pi)"""
+    heldout_tasks: int = 0
+    """a fixed sample of this many held-out tasks (0: all of them)"""
+    world_model: str = "default"
+    """"default" (the package's default ML world model), "random" (uniform scores), or
+    "mix:W" (``(1 - W)`` * the default model's prediction + ``W`` * the table's truth)"""
+    optimizer: str = "sgd"
+    """"sgd" or "adam" for the tabular policies"""
+    learning_rates: tuple[float, ...] = (0.3, 1.0, 3.0)
+    """the sweep: each arm runs at the rate of this grid that scores best on the tuning seeds"""
+    common_rate: bool = True
+    """also run every arm at one common rate (``anchors``' tuned rate): the common-rate rows"""
+    budgets: tuple[int, ...] = (8, 16, 32)
+    """real executions per task at which the arms and the search lines are compared"""
+    last_k: int = 3
+    """evaluations averaged into each reading (the last ``k`` at or before the budget)"""
+    quality_weights: tuple[float, ...] = ()
+    """for the quality curve: extra runs of the fused arms with world models ``mix:W`` for
+    each W (their learning rates: those tuned with the configured world model)"""
+    quality_arms: tuple[str, ...] = ("wmrl", "ppi")
+    """the arms the quality curve runs"""
+    bootstrap: int = 2000
+    """bootstrap resamples (seeds x tasks) of every interval"""
+    tolerance: float = 0.01
+    """a saving is read where an arm reaches ``real``'s score at a budget minus this"""
+    out: str | None = None
+    """output folder; default runs/bench-pertask-<time>; a folder holding some of the runs
+    already is resumed (runs already there are read, not rerun)"""
+
+    def __post_init__(self) -> None:
+        self.arms = tuple(self.arms)
+        self.learning_rates = tuple(float(r) for r in self.learning_rates)
+        self.budgets = tuple(int(b) for b in self.budgets)
+        self.quality_weights = tuple(float(w) for w in self.quality_weights)
+        self.quality_arms = tuple(self.quality_arms)
+        unknown = (set(self.arms) | set(self.quality_arms)) - set(ARMS)
+        if unknown:
+            raise ValueError(f"unknown arms {sorted(unknown)}; choose from {ARMS}")
+        if not self.arms:
+            raise ValueError("give at least one arm")
+        if self.anchor_draw not in ANCHOR_DRAWS:
+            raise ValueError(f"anchor_draw must be one of {ANCHOR_DRAWS}, got {self.anchor_draw!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        parse_world_model(self.world_model)  # raises on a bad spec
+        for name in ("seeds", "tuning_seeds", "rounds", "group_size", "last_k", "bootstrap"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.heldout_tasks < 0:
+            raise ValueError("heldout_tasks must be >= 0")
+        if not 0.0 < self.anchor_fraction <= 1.0:
+            raise ValueError("anchor_fraction must be in (0, 1]")
+        if not 0.0 < self.balance_mix <= 1.0:
+            raise ValueError("balance_mix must be in (0, 1]")
+        if not self.learning_rates or min(self.learning_rates) <= 0:
+            raise ValueError("learning_rates must be positive numbers")
+        if not self.budgets or min(self.budgets) < 1:
+            raise ValueError("budgets must be positive numbers of executions per task")
+        if any(not 0.0 <= w <= 1.0 for w in self.quality_weights):
+            raise ValueError("quality_weights must be in [0, 1]")
+
+    @property
+    def mix_weight(self) -> float | None:
+        """W of a ``"mix:W"`` world model, else ``None``."""
+        return parse_world_model(self.world_model)
+
+    @classmethod
+    def quick(cls, **overrides) -> PerTaskConfig:
+        """The README's main job: every held-out task, 5 seeds, budgets up to 32 executions
+        per task, the arms ``real``, ``anchors``, ``wm``, ``wmrl`` and ``ppi`` (minutes on 2
+        cores)."""
+        settings = dict(arms=("real", "anchors", "wm", "wmrl", "ppi"))
+        return cls(**{**settings, **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> PerTaskConfig:
+        """The headline: every arm, 6 seeds, budgets up to 64 executions per task, a wider
+        rate sweep and the quality curve (world models mix:0.5 / 0.75 / 0.9 / 1)."""
+        settings = dict(
+            seeds=6,
+            rounds=80,
+            budgets=(8, 16, 32, 64),
+            learning_rates=(0.3, 1.0, 3.0, 10.0),
+            quality_weights=(0.5, 0.75, 0.9, 1.0),
+        )
+        return cls(**{**settings, **overrides})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def parse_world_model(spec: str) -> float | None:
+    """``"default"`` / ``"random"`` -> None; ``"mix:W"`` -> W in [0, 1].
+
+    >>> parse_world_model("mix:0.9"), parse_world_model("default")
+    (0.9, None)
+    """
+    if spec in ("default", "random"):
+        return None
+    if spec.startswith("mix:"):
+        try:
+            weight = float(spec[4:])
+        except ValueError:
+            weight = -1.0
+        if 0.0 <= weight <= 1.0:
+            return weight
+    raise ValueError(
+        f"world_model must be 'default', 'random' or 'mix:W' with W in [0, 1], got {spec!r}"
+    )
