@@ -42,19 +42,25 @@ class PerTaskResult:
     markdown: str
 
 
-def world_model_factory(spec: str, bank: TaskBank) -> Callable[[int], Any]:
+def world_model_factory(
+    spec: str, bank: TaskBank, version: str | None = None
+) -> Callable[[int], Any]:
     """seed -> a fresh world model: "default", "random" or "mix:W" (see
-    :class:`~wmrl_env.bench.world_model.MixedWorldModel`)."""
+    :class:`~wmrl_env.bench.world_model.MixedWorldModel`), built on the package default for
+    ML programs, or on ``version`` ("v2", "v3") when given."""
     from wmrl_env.bench.world_model import MixedWorldModel, RandomWorldModel
-    from wmrl_env.world_models import load_default_ml_world_model
+    from wmrl_env.world_models import load_default_ml_world_model, load_ml_world_model
+
+    def load() -> Any:
+        return load_default_ml_world_model() if version is None else load_ml_world_model(version)
 
     weight = parse_world_model(spec)
     if spec == "random":
         return lambda seed: RandomWorldModel(seed)
     if weight is None:
-        return lambda seed: load_default_ml_world_model()
+        return lambda seed: load()
     truth = bank.truth()
-    return lambda seed: MixedWorldModel(load_default_ml_world_model(), truth, weight)
+    return lambda seed: MixedWorldModel(load(), truth, weight)
 
 
 class _RunLog:
