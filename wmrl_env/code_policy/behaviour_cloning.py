@@ -81,6 +81,17 @@ def clone_programs(
     each epoch's mean token loss. Minibatch order is drawn from ``seed`` (torch's global
     random state is left alone)."""
     torch = require("torch", "clone_programs")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small: more threads only wait on each other
+    try:
+        return _clone(torch, model, tokenizer, pairs, recipe, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _clone(
+    torch: Any, model: Any, tokenizer: Any, pairs: list[tuple[str, str]], recipe: Any, seed: int
+) -> list[float]:
     prompts = tokenizer([p for p, _ in pairs], add_special_tokens=False)["input_ids"]
     programs = tokenizer([c for _, c in pairs], add_special_tokens=False)["input_ids"]
     rows = [(p, [*c, tokenizer.eos_token_id]) for p, c in zip(prompts, programs, strict=True)]
