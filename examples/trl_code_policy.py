@@ -56,7 +56,7 @@ class Args:
     steps: int = field(default=20, metadata={"help": "GRPO steps"})
     num_generations: int = field(default=8, metadata={"help": "programs per group"})
     anchor_fraction: float = field(default=0.25, metadata={"help": "share of groups executed"})
-    learning_rate: float = field(default=5e-4, metadata={"help": "AdamW learning rate"})
+    learning_rate: float = field(default=2e-4, metadata={"help": "AdamW learning rate"})
     max_completion_length: int = field(default=128, metadata={"help": "program tokens"})
     eval_samples: int = field(default=16, metadata={"help": "sampled programs per task, eval"})
     bc_seed: int = field(default=0, metadata={"help": "which behaviour-cloned start"})
