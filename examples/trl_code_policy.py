@@ -50,7 +50,7 @@ class Args:
     arm: str = field(default="wmrl", metadata={"help": " | ".join(ARMS)})
     seed: int = field(default=0, metadata={"help": "seeds GRPO sampling and the anchor draw"})
     tasks: str = field(
-        default="diabetes,wooldridge_beauty,daag_antigua,aer_teachingratings",
+        default="daag_antigua,aer_teachingratings,multgee_housing,stat2data_heatingoil",
         metadata={"help": "comma-separated held-out tasks (one GRPO group each per step)"},
     )
     steps: int = field(default=20, metadata={"help": "GRPO steps"})
@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> dict:
         update_world_model=fused,
     )
 
-    # 3. GRPO through TRL: prompts in task order, one group per task and step
+    # 3. GRPO through TRL: prompts in task order, one group per task and step. GPT-2's
+    # positions are absolute and TRL scores left-padded prompts without position ids: the
+    # default tasks' prompts have the same token count, so no prompt is padded.
     order = [tasks[i % len(tasks)] for i in range(groups_per_step * args.steps)]
     dataset = Dataset.from_dict({"prompt": [task_prompt(t) for t in order], "task_id": order})
     config = GRPOConfig(
@@ -201,7 +203,9 @@ def main(argv: list[str] | None = None) -> dict:
         calls_path.unlink()  # a run that died before its first checkpoint starts over
     trainer.train(resume_from_checkpoint=bool(checkpoints) or None)
 
-    after = evaluate(trainer.model, tokenizer, tasks, executor, args)
+    trainer.save_model(str(run_dir / "final"))  # evaluated as saved: the trainer's copy is
+    final = AutoModelForCausalLM.from_pretrained(run_dir / "final")  # left in training mode
+    after = evaluate(final, tokenizer, tasks, executor, args)
     executor.close()
     print("after: ", json.dumps(after["greedy"]), f"sampled {after['sampled']['mean_score']:.3f}")
 

@@ -43,6 +43,7 @@ def test_two_grpo_steps_record_scores_executions_and_a_checkpoint(tmp_path) -> N
     assert len(calls) == 2 and result["real_executions"] == sum(len(c["executed"]) for c in calls)
     assert result["real_executions"] >= 4
     assert (run / "grpo" / "checkpoint-2" / "wmrl_state.pkl").is_file()
+    assert (run / "final" / "config.json").is_file()  # the after-scores are of the saved model
     assert len(list((tmp_path / "cache").iterdir())) == 1  # the clone, cached for the next run
 
 
