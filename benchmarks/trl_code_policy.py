@@ -9,7 +9,7 @@ a run that stopped resumes from its last checkpoint. The summary reads every res
 * real executions, charged execution seconds, wall seconds per run;
 * the world model's Spearman on the executed programs outside the 72-program grid.
 
-    python benchmarks/trl_code_policy.py --arms real,anchors,wmrl,ppi --seeds 0,1 --steps 12
+    python benchmarks/trl_code_policy.py --arms real,anchors,wmrl,ppi --seeds 0,1,2,3 --steps 8
     python benchmarks/trl_code_policy.py --summary-only
 """
 

@@ -14,7 +14,7 @@ Arms: ``real`` (every group executed), ``anchors`` (only as many groups as a fus
 executes, all real), ``wmrl`` and ``ppi`` (every group, a share anchored). Results go to
 ``<out-dir>/<arm>-seed<seed>/result.json``; a run resumes from its last checkpoint.
 
-    python examples/trl_code_policy.py --arm wmrl --seed 0 --steps 20
+    python examples/trl_code_policy.py --arm wmrl --seed 0 --steps 8
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Args:
         default="daag_antigua,aer_teachingratings,multgee_housing,stat2data_heatingoil",
         metadata={"help": "comma-separated held-out tasks (one GRPO group each per step)"},
     )
-    steps: int = field(default=20, metadata={"help": "GRPO steps"})
+    steps: int = field(default=8, metadata={"help": "GRPO steps"})
     num_generations: int = field(default=8, metadata={"help": "programs per group"})
     anchor_fraction: float = field(default=0.25, metadata={"help": "share of groups executed"})
     learning_rate: float = field(default=2e-4, metadata={"help": "AdamW learning rate"})
