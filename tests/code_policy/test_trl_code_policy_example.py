@@ -28,6 +28,15 @@ def load_example():
     return module
 
 
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)  # the example pins one thread for its tiny network
+
+
 def test_two_grpo_steps_record_scores_executions_and_a_checkpoint(tmp_path) -> None:
     example = load_example()
     argv = [*TINY, "--cache-dir", str(tmp_path / "cache"), "--out-dir", str(tmp_path / "out")]
