@@ -408,15 +408,15 @@ def test_remembered_predictions_change_nothing_but_the_time() -> None:
     from wmrl_env.bench.pertask_config import PerTaskConfig
     from wmrl_env.bench.suite import sample_tasks, split_tasks
     from wmrl_env.bench.world_model import MixedWorldModel, RandomWorldModel
-    from wmrl_env.world_models import load_default_ml_world_model
+    from wmrl_env.world_models import load_ml_world_model
 
     bank = TaskBank.of(sample_tasks(split_tasks("heldout"), 3))
     config = PerTaskConfig(rounds=6, group_size=4, anchor_fraction=0.34)
-    model = load_default_ml_world_model()
+    model = load_ml_world_model("v2")  # the cache serves v2's class (v3 caches its own rows)
     assert predicts_per_task(model, 3) and predicts_per_task(MixedWorldModel(model, {}, 0.5), 3)
     assert not predicts_per_task(RandomWorldModel(0), 3)
     runs = [
-        run_arm(bank, config, "ppi", 0, 1.0, load_default_ml_world_model(), cache=cache)
+        run_arm(bank, config, "ppi", 0, 1.0, load_ml_world_model("v2"), cache=cache)
         for cache in (True, False)
     ]
     for cached, asked in zip(*(run.steps for run in runs), strict=True):

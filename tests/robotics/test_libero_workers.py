@@ -124,7 +124,7 @@ def test_a_killed_worker_fails_its_job_clearly_and_is_replaced() -> None:
         assert not future.done(), "the job ended before the worker could be killed"
         os.kill(pid, signal.SIGKILL)
         killed = future.result(timeout=120)
-        assert killed.status is ExecStatus.CRASHED
+        assert killed.status is ExecStatus.ERROR  # infrastructure: the episode's outcome is unknown
         assert "died while running step (exit code -9)" in killed.message, killed.message
         (after,) = ex.run([EnvJob(actions=_actions(3, 2), seed=0)])
         assert after.ok and after.metadata["steps"] == 2

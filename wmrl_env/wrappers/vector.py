@@ -94,8 +94,8 @@ class WorldModelVectorEnv(VectorEnv):
         >>> obs.shape, info["is_anchor"].sum()  # one group of 3 is executed for real
         ((12,), np.int64(3))
         >>> obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
-        >>> terminated.all(), sorted(info)[:4]
-        (np.True_, ['_advantage', '_calibrated_score', '_exec_message', '_exec_seconds'])
+        >>> terminated.all(), sorted(info)[:3]
+        (np.True_, ['_advantage', '_best_executed_action', '_best_executed_score'])
         >>> envs.close()
     """
 

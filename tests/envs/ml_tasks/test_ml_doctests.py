@@ -21,6 +21,7 @@ MODULES = [
     "perturb",
     "build",
     "curate",
+    "sandbox",
     "docs_text",
     "encoding",
     "features",
