@@ -12,7 +12,7 @@ Example:
     >>> import numpy as np
     >>> check = predictor_check(np.array([0.9, 0.8, 0.2, 0.1]), np.array([1, 0, 0, 0], bool))
     >>> check.auc, round(check.brier, 3), check.mean_prediction, check.success_rate
-    (1.0, 0.225, 0.5, 0.25)
+    (1.0, 0.175, 0.5, 0.25)
     >>> np.isnan(predictor_check(np.array([0.4]), np.array([True])).auc)  # one class
     np.True_
 """
