@@ -76,6 +76,10 @@ class RobotBenchConfig:
     workers: int = 1
     """threads stepping the real envs of a round (1: each real chunk's seconds are its own;
     with more, a chunk's clock also counts the time it waits for the others)"""
+    fusion_options: dict[str, Any] = field(default_factory=dict)
+    """further :class:`~wmrl_env.fusion.RewardFusion` arguments of every arm (e.g.
+    ``{"wm_gate": "off"}``, or a gate's window and level); the method, anchor fraction and
+    seed are the bench's"""
     bounded_envs: bool = True
     """keep at most ``workers`` real envs alive per arm (a slot's episode is parked in a
     snapshot while another plays: bit-identical results); ``False``: one env per real member
@@ -113,6 +117,9 @@ class RobotBenchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        reserved = {"method", "anchor_fraction", "seed"} & set(self.fusion_options)
+        if reserved:
+            raise ValueError(f"fusion_options cannot set {sorted(reserved)}: the bench sets them")
         if self.first_seed < 0:
             raise ValueError("first_seed must be >= 0")
         if self.group_size < 2:

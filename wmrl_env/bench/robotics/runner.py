@@ -80,7 +80,9 @@ def run_one(
     # fused arms' rewards read it, and only they refit it
     world_model = start.world_model(config)
     num_groups = groups_per_round(config, arm)
-    fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    fusion = RewardFusion(
+        method=method, anchor_fraction=config.anchor_fraction, seed=seed, **config.fusion_options
+    )
     chunk, horizon = start.chunk_size, start.horizon
     workers = min(config.workers, num_groups * config.group_size)
 
