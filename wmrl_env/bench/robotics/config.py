@@ -144,9 +144,11 @@ class RobotBenchConfig:
 
     @classmethod
     def full(cls, **overrides) -> RobotBenchConfig:
-        """The measured configuration (docs/benchmarks.md): 4 seeds, 6 rounds of 4 x 4, one
-        anchor group a round; sized for a shared 2-core machine (about 25 min a seed)."""
-        return cls(**overrides)
+        """Sized by the power analysis of issue 26 (docs/benchmarks.md): 40 seeds, 6 rounds of
+        4 x 4, one anchor group a round, 50 held-out starts: enough for ``real``'s improvement
+        over the start to exclude 0 if it is about +0.10. About 0.11 CPU-hours a seed, 4.5 in
+        all on this machine: run it in per-seed pieces (``first_seed``, ``seeds``)."""
+        return cls(**{"seeds": 40, "eval_starts": 50, **overrides})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
