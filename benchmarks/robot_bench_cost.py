@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--eval-every", type=int, default=2)
+    parser.add_argument("--eval-starts", type=int, default=12)
     parser.add_argument("--cache-dir", default="runs/base_policy")
     parser.add_argument("--out", required=True)
     parser.add_argument("--set", nargs="*", default=[], help="config overrides key=json")
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     config = RobotBenchConfig.full(
         seeds=1, first_seed=args.seed, iterations=args.iterations, eval_every=args.eval_every,
-        cache_dir=args.cache_dir, out=args.out, **overrides,
+        eval_starts=args.eval_starts, cache_dir=args.cache_dir, out=args.out, **overrides,
     )  # fmt: skip
     base_policy(config, args.seed)  # build the cached base policy outside the timing
     if Path(args.out).exists():
