@@ -89,6 +89,48 @@ def test_metrics_are_finite(bench):
 
 
 @pytest.mark.robosuite
+def test_the_predictor_is_checked_on_every_round_of_real_episodes(bench):
+    _, result = bench
+
+    def rows(name: str) -> list[dict]:
+        return [json.loads(line) for line in (result.folder / name).read_text().splitlines()]
+
+    checks = rows("predictor.jsonl")
+    real_episodes = {"real": GROUPS * SIZE, "anchors": SIZE, "wmrl": SIZE, "ppi": SIZE}
+    assert {(r["arm"], r["step"]) for r in checks} == {
+        (arm, step) for arm in real_episodes for step in range(1, ITERATIONS + 1)
+    }  # the wm arm has no real episode to check against
+    for row in checks:
+        assert row["round"]["episodes"] == real_episodes[row["arm"]]
+        assert row["pooled"]["episodes"] == row["step"] * real_episodes[row["arm"]]
+        assert 0.0 <= row["round"]["brier"] <= 1.0
+    scores = {(r.arm, s.step): s.true_score for r in result.runs for s in r.steps}
+    for row in rows("evaluations.jsonl"):  # per-start outcomes agree with the success rate
+        assert len(row["outcomes"]) == 2
+        assert sum(row["outcomes"]) / 2 == scores[(row["arm"], row["step"])]
+    assert "policy's own real episodes" in (result.folder / "results.md").read_text()
+
+
+@pytest.mark.robosuite
+def test_a_bounded_env_pool_measures_exactly_what_one_env_per_member_did(bench, tmp_path):
+    """The pool of ``workers`` envs parks and restores episodes: the same records as one env
+    per real member (the cost before issue 26), only cheaper."""
+    from wmrl_env.bench.robotics import run_robot_bench
+
+    config, result = bench
+    unbounded = RobotBenchConfig(
+        **{**config.to_dict(), "arms": ("real",), "bounded_envs": False, "out": str(tmp_path)}
+    )
+    (old,) = run_robot_bench(unbounded).runs
+    (new,) = [run for run in result.runs if run.arm == "real"]
+    fields = ("true_score", "real_steps", "real_executions", "fused_reward_mean", "kappa")
+    for before, after in zip(old.steps, new.steps, strict=True):
+        assert [getattr(before, f) for f in fields] == pytest.approx(
+            [getattr(after, f) for f in fields], nan_ok=True, rel=0, abs=0
+        )
+
+
+@pytest.mark.robosuite
 def test_a_second_call_resumes_instead_of_rerunning(bench):
     from wmrl_env.bench.robotics import run_robot_bench
 
@@ -162,3 +204,10 @@ def test_report_only_summarises_the_runs_in_a_folder(tmp_path, capsys):
     empty.mkdir()
     args = _args("--domain", "robosuite", "--report-only", "--out", str(empty))
     assert bench_cli.run(args) == 2
+
+
+def test_fusion_options_refuse_what_the_bench_sets_itself():
+    config = RobotBenchConfig.quick(fusion_options={"wm_gate": "off", "gate_window": 4})
+    assert config.fusion_options == {"wm_gate": "off", "gate_window": 4}
+    with pytest.raises(ValueError, match="anchor_fraction"):
+        RobotBenchConfig.quick(fusion_options={"anchor_fraction": 0.5})

@@ -106,3 +106,25 @@ def test_random_world_model_moves_nothing_and_never_ends():
     step = model.predict_step(states, np.zeros((3, CHUNK, 1)))
     assert np.array_equal(step.next_observations, states)
     assert ((step.rewards >= 0) & (step.rewards < 0.1)).all() and not step.terminations.any()
+
+
+def test_a_copied_world_model_predicts_and_refits_like_the_original(fitted):
+    """The bench pretrains once per seed and hands each arm a copy: the copy must be
+    independent of the original and refit exactly as the original would (weights, optimiser
+    moments, data buffer and generators all copied)."""
+    from wmrl_env.bench.robotics.start import copy_model
+
+    model, chunks = fitted
+    twin, other = copy_model(model), copy_model(model)
+    assert twin.dynamics.torch is model.dynamics.torch  # the module is shared, not copied
+    before = model.predict_step(chunks.observations, chunks.actions)
+    more = chunk_transitions(demonstrations(episodes=6, seed=1), CHUNK)
+    twin.refit(more)
+    other.refit(more)
+    after = [m.predict_step(chunks.observations, chunks.actions) for m in (twin, other)]
+    assert np.array_equal(after[0].next_observations, after[1].next_observations)
+    assert np.array_equal(after[0].rewards, after[1].rewards)
+    assert not np.array_equal(after[0].next_observations, before.next_observations)
+    unchanged = model.predict_step(chunks.observations, chunks.actions)
+    assert np.array_equal(unchanged.next_observations, before.next_observations)
+    assert len(model.dynamics.buffer) == len(chunks) < len(twin.dynamics.buffer)

@@ -7,7 +7,11 @@ fixed held-out starts (once, shared by the arms), then every arm (:mod:`.runner`
 one folder: ``config.json``, ``runs.jsonl`` (one line per finished run, appended: a bench
 started again with the same folder skips the runs it holds, so it resumes, and several
 processes can each run some seeds into it), ``seeds.jsonl`` (per seed: start success,
-success-predictor AUCs), ``results.json`` / ``results.md`` (:mod:`.report`) and PNG figures.
+success-predictor AUCs on held-out demonstrations), ``predictor.jsonl`` (per arm, seed and
+round: the world model's ROC AUC and calibration on the policy's own real episodes,
+:mod:`.predictor_check`, written with the run), ``evaluations.jsonl`` (per-start outcomes of
+every evaluation, for paired power analyses), ``results.json`` / ``results.md``
+(:mod:`.report`) and PNG figures.
 Needs the ``robosuite``, ``torch`` and ``bench`` extras.
 """
 
@@ -22,7 +26,13 @@ from pathlib import Path
 
 from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.robotics.config import RobotBenchConfig
-from wmrl_env.bench.robotics.report import RobotSummary, markdown, summarise_robots
+from wmrl_env.bench.robotics.report import (
+    RobotSummary,
+    markdown,
+    predictor_markdown,
+    summarise_predictor,
+    summarise_robots,
+)
 
 __all__ = ["RobotBenchConfig", "RobotBenchResult", "run_robot_bench", "write_report"]
 
@@ -86,6 +96,7 @@ def run_robot_bench(
             else:
                 say(f"seed {seed}: base policy on {len(start.eval_seeds)} held-out starts")
                 start_success = evaluator.success(_policy(config, seed))
+                start_outcomes = evaluator.outcomes
                 auc = start.predictor_auc
                 _append(
                     folder / "seeds.jsonl",
@@ -93,6 +104,7 @@ def run_robot_bench(
                         "seed": seed,
                         "start_success": start_success,
                         "start_eval_steps": evaluator.steps,
+                        "start_outcomes": start_outcomes,
                         "predictor_auc": asdict(auc) if auc else None,
                         "demo_episodes": int(start.demos.num_episodes),
                         "demo_success": float(start.demos.episode_success.mean()),
@@ -105,7 +117,13 @@ def run_robot_bench(
                     if on_step is not None:
                         on_step(arm, seed, record)
 
-                run = run_one(config, arm, start, evaluator, start_success, on_step=step)
+                details: list[tuple[str, dict]] = []
+                run = run_one(
+                    config, arm, start, evaluator, start_success, on_step=step,
+                    on_detail=lambda name, row, held=details: held.append((name, row)),
+                )  # fmt: skip
+                for name, row in details:
+                    _append(folder / f"{name}.jsonl", row)
                 _append(folder / "runs.jsonl", run.to_dict())
         finally:
             evaluator.close()
@@ -128,7 +146,8 @@ def write_report(folder: Path) -> tuple[RobotSummary, list[RunRecord]]:
         raise ValueError(f"{folder}/runs.jsonl holds no finished run")
     summary = summarise_robots(runs)
     seeds = _read_lines(folder / "seeds.jsonl")
-    results = {**summary.to_json(), "seeds": seeds, "runs": len(runs)}
+    checks = summarise_predictor(_read_lines(folder / "predictor.jsonl"))
+    results = {**summary.to_json(), "seeds": seeds, "runs": len(runs), "predictor": checks}
     (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     aucs = [s["predictor_auc"] for s in seeds if s.get("predictor_auc")]
     text = markdown(summary)
@@ -139,6 +158,8 @@ def write_report(folder: Path) -> tuple[RobotSummary, list[RunRecord]]:
         ]
         text += "\n\nSuccess predictors, ROC AUC on held-out demonstration chunks, per seed: "
         text += "; ".join(per_seed)
+    if checks:
+        text += "\n\n" + predictor_markdown(checks)
     (folder / "results.md").write_text(text + "\n")
     plots.learning_curves(
         runs,

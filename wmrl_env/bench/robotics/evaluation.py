@@ -33,11 +33,13 @@ class StepCounter(gym.Wrapper):
 
 
 class Evaluator:
-    """Greedy success rate on ``seeds`` in one real env of ``task`` (built lazily)."""
+    """Greedy success rate on ``seeds`` in one real env of ``task`` (built lazily); the last
+    evaluation's per-start outcomes in :attr:`outcomes` (for paired comparisons)."""
 
     def __init__(self, task: str, horizon: int, seeds: list[int]) -> None:
         self.task, self.horizon, self.seeds = task, horizon, list(seeds)
         self._env: StepCounter | None = None
+        self.outcomes: list[bool] = []  # per start, of the last evaluation
 
     @property
     def steps(self) -> int:
@@ -53,7 +55,9 @@ class Evaluator:
                 self.task, horizon=self.horizon, reward_shaping=False, terminate_on_success=True
             )
             self._env = StepCounter(env)
-        return float(success_on_seeds(policy, self._env, self.seeds).mean())
+        outcomes = success_on_seeds(policy, self._env, self.seeds)
+        self.outcomes = [bool(o) for o in outcomes]
+        return float(outcomes.mean())
 
     def close(self) -> None:
         if self._env is not None:

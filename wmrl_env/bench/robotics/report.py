@@ -36,7 +36,14 @@ from wmrl_env.bench.report import (
     summarise,
 )
 
-__all__ = ["COST", "RobotSummary", "markdown", "summarise_robots"]
+__all__ = [
+    "COST",
+    "RobotSummary",
+    "markdown",
+    "predictor_markdown",
+    "summarise_predictor",
+    "summarise_robots",
+]
 
 COST = "real_steps"
 
@@ -107,5 +114,55 @@ def markdown(summary: RobotSummary) -> str:
             f"| {delta:+.3f}{_interval(delta_ci, '+')} | {s.real_steps:,.0f} "
             f"| {s.real_executions:,.0f} | {s.real_exec_seconds:,.1f} | {_gain_text(s)} "
             f"| {' | '.join(speedups)} | {s.wall_seconds:.0f} | {s.wm_seconds:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def summarise_predictor(rows: Sequence[dict]) -> list[dict]:
+    """Per arm and round, over seeds: real episodes, mean ROC AUC of the world model's score
+    on the round's real episodes and on all so far (seeds where both outcomes occurred),
+    mean Brier score, mean prediction and success rate of the round (``predictor.jsonl``)."""
+    grouped: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for row in rows:
+        if row.get("round"):
+            grouped[(row["arm"], row["step"])].append(row)
+    out = []
+    for (arm, step), group in sorted(grouped.items()):
+
+        def mean(part: str, name: str, group: list[dict] = group) -> float:
+            values = [r[part][name] for r in group if r[part] and np.isfinite(r[part][name])]
+            return float(np.mean(values)) if values else float("nan")
+
+        out.append(
+            {
+                "arm": arm,
+                "step": step,
+                "seeds": len(group),
+                "episodes": int(sum(r["round"]["episodes"] for r in group)),
+                "auc": mean("round", "auc"),
+                "pooled_auc": mean("pooled", "auc"),
+                "brier": mean("round", "brier"),
+                "mean_prediction": mean("round", "mean_prediction"),
+                "success_rate": mean("round", "success_rate"),
+            }
+        )
+    return out
+
+
+def predictor_markdown(summary: Sequence[dict]) -> str:
+    """The table of :func:`summarise_predictor`."""
+    lines = [
+        "World model's score against real success on the policy's own real episodes, per round "
+        "(mean over seeds; AUC NaN where a round had one outcome):",
+        "",
+        "| arm | round | seeds | real episodes | ROC AUC (round) | ROC AUC (rounds so far) "
+        "| Brier | mean prediction | real success |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary:
+        lines.append(
+            f"| {row['arm']} | {row['step']} | {row['seeds']} | {row['episodes']} "
+            f"| {row['auc']:.3f} | {row['pooled_auc']:.3f} | {row['brier']:.3f} "
+            f"| {row['mean_prediction']:.3f} | {row['success_rate']:.3f} |"
         )
     return "\n".join(lines)

@@ -8,6 +8,12 @@ round the fused arms refit their world model on the anchors' real transitions
 (:func:`~wmrl_env.grpo.transitions.anchor_transitions`). Every ``eval_every`` rounds the
 policy's mean chunks are scored on the fixed held-out starts (not charged).
 
+Every arm's world model (the seed's pretrained one, copied) shadows the arm's real episodes,
+so each round also checks the success predictor on the current policy's own episodes
+(:mod:`.predictor_check`). The real envs live in a pool of ``workers`` envs (a group start or
+a parked episode is restored bit for bit from its snapshot): a seed builds a handful of
+robosuite envs, not one per real member.
+
 Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
 episode's last chunk counted whole), ``real_exec_seconds`` = the simulator's seconds of those
 chunks (the executor's clock around each real job), ``real_executions`` = real episodes.
@@ -26,6 +32,7 @@ from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.robotics.config import RobotBenchConfig
 from wmrl_env.bench.robotics.evaluation import Evaluator
+from wmrl_env.bench.robotics.predictor_check import predictor_check, round_pairs
 from wmrl_env.bench.robotics.start import SeedStart, base_policy, make_task_env
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
@@ -54,9 +61,14 @@ def run_one(
     evaluator: Evaluator,
     start_success: float,
     on_step: Callable[[StepRecord], None] | None = None,
+    on_detail: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> RunRecord:
     """Post-train a fresh copy of ``start``'s base policy with ``arm``; returns its record
-    (step 0 is the base policy's ``start_success``, measured once per seed)."""
+    (step 0 is the base policy's ``start_success``, measured once per seed).
+    ``on_detail(name, row)`` receives, every round, ``"predictor"``: the world model's
+    on-policy check (:mod:`.predictor_check`) on that round's real episodes and on all so far,
+    and after every evaluation ``"evaluations"``: its per-start outcomes."""
+    from wmrl_env.env_executors import GymEnvExecutor
     from wmrl_env.grpo import train
     from wmrl_env.grpo.transitions import anchor_transitions
     from wmrl_env.wrappers import WorldModelVectorEnv
@@ -64,18 +76,32 @@ def run_one(
     seed = start.seed
     policy, _ = base_policy(config, seed)
     method = "real" if arm == ANCHORS_ARM else arm
-    world_model = start.world_model(config, pretrained=method not in ("real",))
+    # every arm's model shadows its real episodes (the on-policy predictor check); only the
+    # fused arms' rewards read it, and only they refit it
+    world_model = start.world_model(config)
     num_groups = groups_per_round(config, arm)
-    fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    fusion = RewardFusion(
+        method=method, anchor_fraction=config.anchor_fraction, seed=seed, **config.fusion_options
+    )
     chunk, horizon = start.chunk_size, start.horizon
+    workers = min(config.workers, num_groups * config.group_size)
+
+    def env_fn() -> Any:
+        return make_task_env(config.task, horizon, chunk)
+
+    executor = GymEnvExecutor(
+        env_fn,
+        backend="thread",
+        num_workers=workers,
+        max_envs=workers if config.bounded_envs else None,
+    )
     envs = WorldModelVectorEnv(
-        lambda: make_task_env(config.task, horizon, chunk),
+        env_fn,
         world_model,
         num_groups,
         config.group_size,
         fusion=fusion,
-        executor="thread",
-        num_workers=min(config.workers, num_groups * config.group_size),
+        executor=executor,
         task="dynamics",
         max_episode_steps=start.episode_chunks,
     )
@@ -83,11 +109,15 @@ def run_one(
     record.steps.append(StepRecord(step=0, true_score=start_success))
     totals = {"seconds": 0.0, "wm": 0.0, "episodes": 0, "steps": 0}
     round_real = {"chunks": 0}
+    pairs: dict[str, list[np.ndarray]] = {"scores": [], "successes": []}
     eval_steps_before = evaluator.steps
     began = time.perf_counter()
 
     def on_round(rollout: Any) -> None:
         round_real["chunks"] = real_chunks(rollout)
+        scores, successes = round_pairs(rollout.final_info)
+        pairs["scores"].append(scores)
+        pairs["successes"].append(successes)
         if method in FUSED:
             world_model.refit(anchor_transitions(rollout))
 
@@ -111,6 +141,12 @@ def run_one(
                 **fusion_fields(row),
             )
         )
+        detail = on_detail or (lambda name, row: None)
+        if evaluated:
+            detail("evaluations", {"arm": arm, "seed": seed, "step": step,
+                                   "outcomes": evaluator.outcomes})  # fmt: skip
+        if pairs["scores"] and pairs["scores"][-1].size and config.world_model != "random":
+            detail("predictor", _predictor_row(arm, seed, step, pairs))
         if on_step is not None:
             on_step(record.steps[-1])
 
@@ -120,3 +156,15 @@ def run_one(
     finally:
         envs.close()
     return record
+
+
+def _predictor_row(
+    arm: str, seed: int, step: int, pairs: dict[str, list[np.ndarray]]
+) -> dict[str, Any]:
+    """The on-policy predictor check of round ``step`` and of every round so far."""
+    row: dict[str, Any] = {"arm": arm, "seed": seed, "step": step}
+    latest = (pairs["scores"][-1], pairs["successes"][-1])
+    pooled = (np.concatenate(pairs["scores"]), np.concatenate(pairs["successes"]))
+    for name, (scores, successes) in (("round", latest), ("pooled", pooled)):
+        row[name] = predictor_check(scores, successes).to_dict() if scores.size else None
+    return row

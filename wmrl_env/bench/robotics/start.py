@@ -9,7 +9,8 @@ and ends on success; its horizon is the recipe's (the demonstrations').
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from wmrl_env.bench.robotics.world_model import (
     predictor_auc,
 )
 
-__all__ = ["SeedStart", "make_task_env", "prepare_seed"]
+__all__ = ["SeedStart", "copy_model", "make_task_env", "prepare_seed"]
 
 HELD_OUT_SHARE = 0.2  # of demonstration episodes, to measure the success predictors
 
@@ -55,18 +56,33 @@ class SeedStart:
     demos: Any
     eval_seeds: list[int]
     predictor_auc: PredictorAUC | None = None
+    pretrained: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    """pretrained world models by configuration (each arm gets a copy: pretrained once)"""
 
     @property
     def episode_chunks(self) -> int:
         return -(-self.horizon // self.chunk_size)
 
-    def world_model(self, config: RobotBenchConfig, pretrained: bool = True) -> Any:
-        """A fresh world model of the configured kind, pretrained on all the demonstrations."""
-        if config.world_model == "random" or not pretrained:
+    def world_model(self, config: RobotBenchConfig) -> Any:
+        """A fresh world model of the configured kind, pretrained on all the demonstrations
+        (trained once per seed and configuration, then copied: the same weights as training
+        it again, since its training is seeded)."""
+        if config.world_model == "random":
             return RandomWorldModel(self.seed)
-        model = _untrained_model(config, self, self.demos.observations.shape[1])
-        model.refit(chunk_transitions(self.demos, self.chunk_size))
-        return model
+        key = (config.success_predictor, config.ensemble_size, config.hidden)
+        if key not in self.pretrained:
+            model = _untrained_model(config, self, self.demos.observations.shape[1])
+            model.refit(chunk_transitions(self.demos, self.chunk_size))
+            self.pretrained[key] = model
+        return copy_model(self.pretrained[key])
+
+
+def copy_model(model: Any) -> Any:
+    """An independent copy of a world model (weights, optimiser, data buffer, generators); the
+    ``torch`` module an ensemble keeps a reference to is shared, not copied."""
+    import torch
+
+    return copy.deepcopy(model, memo={id(torch): torch})
 
 
 def _untrained_model(config: RobotBenchConfig, start: SeedStart, obs_dim: int) -> Any:
