@@ -207,7 +207,7 @@ def test_report_only_summarises_the_runs_in_a_folder(tmp_path, capsys):
 
 
 def test_fusion_options_refuse_what_the_bench_sets_itself():
-    config = RobotBenchConfig.quick(fusion_options={"wm_gate": "off", "gate_window": 4})
-    assert config.fusion_options == {"wm_gate": "off", "gate_window": 4}
+    config = RobotBenchConfig.quick(fusion_options={"wm_gate": "off", "gate_decay": 0.9})
+    assert config.fusion_options == {"wm_gate": "off", "gate_decay": 0.9}
     with pytest.raises(ValueError, match="anchor_fraction"):
         RobotBenchConfig.quick(fusion_options={"anchor_fraction": 0.5})
