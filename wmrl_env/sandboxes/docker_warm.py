@@ -45,6 +45,7 @@ from typing import Any
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes import docker_warm_init, warm_server
 from wmrl_env.sandboxes.docker_sandbox import JOB_DIR, check_engine, oom_killed
+from wmrl_env.sandboxes.isolation import SERVER_CAPABILITIES
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.outcome import ProcessOutcome
@@ -69,8 +70,9 @@ __all__ = [
     "WarmContainerSpec",
 ]
 
-# making each job's namespaces and mounts; its uid and groups; emptying its bounding set
-WARM_CAPABILITIES = ("SYS_ADMIN", "SETUID", "SETGID", "SETPCAP")
+# the local warm server's four (each job's namespaces and mounts; its uid and groups; emptying
+# its bounding set), spelled as Docker's --cap-add names them
+WARM_CAPABILITIES = tuple(name.removeprefix("CAP_") for name in SERVER_CAPABILITIES)
 WARM_TASKS = 4  # the container's first process, the server, the job's fork and its PID 1
 IMPORT_ALLOWANCE_MB = 1024  # memory above memory_mb while the server imports its libraries
 # a job runs as nobody when the host is root (its files chowned to it); else as the host's
