@@ -15,8 +15,10 @@ for site in "$root"/usr/lib/python3*/*-packages "$root"/usr/local/lib/python3*/*
         find "$site/statsmodels/datasets" -mindepth 2 -maxdepth 2 ! -name '*.py' \
             ! -name '__pycache__' -exec rm -rf {} +
     fi
-    for package in sklearn statsmodels pandas scipy; do
+    rm -rf "$site/matplotlib/mpl-data/sample_data"
+    # the same packages as hidden_data._TESTED_PACKAGES: their test folders hold datasets too
+    for package in sklearn statsmodels pandas scipy numpy joblib pyarrow; do
         [ -d "$site/$package" ] || continue
-        find "$site/$package" -type d -name tests -prune -exec rm -rf {} +
+        find "$site/$package" -type d \( -name tests -o -name test \) -prune -exec rm -rf {} +
     done
 done

