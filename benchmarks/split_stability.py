@@ -30,11 +30,14 @@ from wmrl_env.bench.split_stability import (
     markdown,
     read_executions,
     sample_tasks,
+    selection_on_other_split,
     split_scores,
     stability,
 )
 
 OUT = "docs/figures/split_stability"
+BUDGETS = (8, 16, 32, 72)
+"""random-search budgets read on the other split (72: every program, the oracle)"""
 
 
 @dataclass
@@ -91,13 +94,17 @@ def report(executions, sample, seeds, table_seed, folder: Path) -> dict:
         return split_scores(executions, tasks, seed_of[name])
 
     names = list(complete)
-    pairs, pair_tasks = {}, {}
+    pairs, pair_tasks, selections = {}, {}, []
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             tasks = [t for t in complete[a] if t in set(complete[b])]
             if tasks:
                 pairs[f"{a} vs {b}"] = stability(scores(a, tasks), scores(b, tasks))
                 pair_tasks[f"{a} vs {b}"] = tasks
+                for x, y in ((a, b), (b, a)):  # chosen on one split, read on the other
+                    selections.append(
+                        selection_on_other_split(scores(x, tasks), scores(y, tasks), BUDGETS, 200)
+                    )
     if not pairs:
         return {"tasks": 0}
     done = [t for t in sample if any(t in tasks for tasks in pair_tasks.values())]
@@ -112,8 +119,17 @@ def report(executions, sample, seeds, table_seed, folder: Path) -> dict:
         if control
         else None
     )
+    selection = {
+        k: {
+            "same_split": float(np.mean([np.mean(s[k][0]) for s in selections])),
+            "other_split": float(np.mean([np.mean(s[k][1]) for s in selections])),
+        }
+        for k in BUDGETS
+    }
+    selection["best constant, chosen on train"] = _constant_on_every_split(scores, names, done)
     summary = {
         "split_seeds": seeds,
+        "selection_read_on_the_other_split": selection,
         "pairs": {name: {**r.summary(), "task_ids": pair_tasks[name]} for name, r in pairs.items()},
         "executions": len(mine),
         "mean_exec_seconds": sum(e.exec_seconds for e in mine) / len(mine),
@@ -124,7 +140,7 @@ def report(executions, sample, seeds, table_seed, folder: Path) -> dict:
     first = next(iter(pairs))
     text = f"Split A = the table's split, B = {first.split(' vs ')[1]}, per task:\n\n"
     text += markdown(pair_tasks[first], pairs[first]) + "\n\nEvery pair of splits:\n\n"
-    text += pairs_markdown(pairs)
+    text += pairs_markdown(pairs) + "\n\n" + selection_markdown(selection)
     if control:
         text += (
             f"\n\nControl: {len(control)} tasks re-executed live under the table's own split "
@@ -135,6 +151,30 @@ def report(executions, sample, seeds, table_seed, folder: Path) -> dict:
     (folder / "results.md").write_text(text)
     print(text)
     return summary
+
+
+def _constant_on_every_split(scores, names: list[str], tasks: list[str]) -> dict[str, float]:
+    """The best constant program (chosen on the train split's table) on every split:
+    chosen without the held-out tasks' scores, it should score alike on every split."""
+    from wmrl_env.bench.suite import ScoreTable, split_tasks
+
+    constant = int(ScoreTable.of(split_tasks("train")).scores.mean(axis=0).argmax())
+    return {name: float(scores(name, tasks)[:, constant].mean()) for name in names}
+
+
+def selection_markdown(selection: dict) -> str:
+    lines = [
+        "| pick | score on the split that chose it | score on another split |",
+        "|---|---|---|",
+    ]
+    for k in BUDGETS:
+        row = selection[k]
+        what = "oracle: best of all 72" if k == 72 else f"random search: best of {k}"
+        lines.append(f"| {what} | {row['same_split']:.3f} | {row['other_split']:.3f} |")
+    constant = selection["best constant, chosen on train"]
+    values = " / ".join(f"{v:.3f}" for v in constant.values())
+    lines.append(f"| best constant, chosen on train ({' / '.join(constant)}) | {values} | |")
+    return "\n".join(lines)
 
 
 def pairs_markdown(pairs: dict) -> str:

@@ -194,3 +194,25 @@ def test_live_executions_under_the_table_split_reproduce_the_table(tmp_path) -> 
         assert record.raw_metric == table.lookup("wine", record.program_id).raw_metric
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert {line["program_id"] for line in lines} == set(programs)
+
+
+def test_a_pick_read_on_another_split_keeps_only_what_the_splits_share() -> None:
+    """Scores = a task-independent program quality q plus split noise (sd 0.2 each):
+    the best-of-k by split A reads high on A (selection on the noise) and, on B, only the
+    q of the pick. With identical splits the two readings agree exactly. The B reading
+    minus the pick's q is the mean of B's noise at the picks, independent of the choice:
+    sd 0.2 per task, at most 0.2 / sqrt(300) = 0.0115 over 300 tasks (draws of one task are
+    correlated, so only the tasks count); tolerance 4 SE = 0.05."""
+    from wmrl_env.bench.split_stability import selection_on_other_split
+
+    rng = np.random.default_rng(2)
+    quality = rng.uniform(size=(300, 72))
+    a = quality + 0.2 * rng.normal(size=quality.shape)
+    b = quality + 0.2 * rng.normal(size=quality.shape)
+    same = selection_on_other_split(a, a, [8, 72], seeds=50)
+    assert all(np.array_equal(x, y) for x, y in same.values())
+    read = selection_on_other_split(a, b, [8, 72], seeds=50)
+    truth = selection_on_other_split(a, quality, [8, 72], seeds=50)
+    for k in (8, 72):
+        assert read[k][0].mean() > read[k][1].mean() + 0.1  # the chosen split flatters
+        assert abs(read[k][1].mean() - truth[k][1].mean()) < 0.05

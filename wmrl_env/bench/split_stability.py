@@ -317,6 +317,33 @@ def stability(scores_a: np.ndarray, scores_b: np.ndarray) -> SplitStability:
     )
 
 
+def selection_on_other_split(
+    scores_a: np.ndarray, scores_b: np.ndarray, budgets: Sequence[int], seeds: int, seed: int = 0
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Budget ``k`` -> per task, the mean over ``seeds`` random draws of ``k`` distinct
+    programs of (split A's score, split B's score) of the draw's best program *by split A*:
+    random search as the bench reads it (A, the split that scored the search) and what the
+    program it found is worth on a fresh split (B). ``k`` = all programs is the oracle.
+
+    >>> a, b = np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]])
+    >>> read = selection_on_other_split(a, b, budgets=[2], seeds=1)
+    >>> read[2][0].tolist(), read[2][1].tolist()
+    ([1.0], [0.0])
+    """
+    rng = np.random.default_rng(seed)
+    num_tasks, num_programs = scores_a.shape
+    rows = np.arange(num_tasks)[:, None]
+    totals = {k: (np.zeros(num_tasks), np.zeros(num_tasks)) for k in budgets}
+    for _ in range(seeds):
+        order = np.argsort(rng.uniform(size=(num_tasks, num_programs)), axis=1)
+        for k in budgets:
+            drawn = order[:, : min(k, num_programs)]
+            pick = drawn[np.arange(num_tasks), scores_a[rows, drawn].argmax(axis=1)]
+            totals[k][0][:] += scores_a[np.arange(num_tasks), pick]
+            totals[k][1][:] += scores_b[np.arange(num_tasks), pick]
+    return {k: (a / seeds, b / seeds) for k, (a, b) in totals.items()}
+
+
 def markdown(task_ids: Sequence[str], result: SplitStability) -> str:
     """Per task and overall, as a Markdown table."""
     lines = [
