@@ -13,9 +13,11 @@ executed, no world model), ``wm``, ``debias``, ``denoise``, ``wmrl``, ``ppi``.
 :func:`run_bench` trains every arm with every seed (:mod:`wmrl_env.bench.runner`), optionally
 executes a few final programs live (:mod:`wmrl_env.bench.live_check`), then writes into one
 folder: ``config.json`` (to repeat the run), ``runs.jsonl`` (every step of every run),
-``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`) and PNG figures
-(:mod:`wmrl_env.bench.plots`). Needs the ``torch``, ``transformers``, ``tasks`` and ``bench``
-extras.
+``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`, with the reference
+lines of :mod:`wmrl_env.bench.search` and the supervised ceiling of
+:mod:`wmrl_env.bench.ceiling`) and PNG figures (:mod:`wmrl_env.bench.plots`). Needs the
+``torch``, ``transformers``, ``tasks`` and ``bench`` extras. How much of the table's scores
+is its test split: :mod:`wmrl_env.bench.split_stability`.
 """
 
 from __future__ import annotations
