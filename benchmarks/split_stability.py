@@ -147,6 +147,7 @@ def report(executions, sample, seeds, table_seed, folder: Path) -> dict:
             f"differ from the table by at most {drift:.2g} (normalised score).\n"
         )
     folder.mkdir(parents=True, exist_ok=True)
+    plot(pairs, selection, folder / "split_stability.png")
     (folder / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
     (folder / "results.md").write_text(text)
     print(text)
@@ -160,6 +161,39 @@ def _constant_on_every_split(scores, names: list[str], tasks: list[str]) -> dict
 
     constant = int(ScoreTable.of(split_tasks("train")).scores.mean(axis=0).argmax())
     return {name: float(scores(name, tasks)[:, constant].mean()) for name in names}
+
+
+def plot(pairs: dict, selection: dict, path: Path) -> None:
+    """Left: each task's Spearman between two splits (every pair). Right: random search's
+    pick read on the split that chose it and on another split, against the budget, with
+    the best constant and the uniform policy."""
+    from wmrl_env.bench.plots import _pyplot
+
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    values = [np.sort(result.spearman) for result in pairs.values()]
+    for name, sorted_values in zip(pairs, values, strict=True):
+        left.plot(np.arange(1, len(sorted_values) + 1), sorted_values, marker=".", label=name)
+    left.set(xlabel="held-out task (sorted)", ylabel="Spearman of the 72 programs' scores")
+    left.set_title("program rankings, one split vs another")
+    left.legend(fontsize=8)
+    right.plot(BUDGETS, [selection[k]["same_split"] for k in BUDGETS], "o-",
+               label="read on the split that chose it (what the bench reports)")  # fmt: skip
+    right.plot(BUDGETS, [selection[k]["other_split"] for k in BUDGETS], "s-",
+               label="read on another split")  # fmt: skip
+    constant = np.mean(list(selection["best constant, chosen on train"].values()))
+    uniform = np.mean([result.b_uniform.mean() for result in pairs.values()])
+    right.axhline(constant, color="grey", ls="--", label="best constant (chosen on train)")
+    right.axhline(uniform, color="grey", ls=":", label="uniform policy")
+    right.set_xscale("log", base=2)
+    right.set_xticks(BUDGETS, [str(k) for k in BUDGETS])
+    right.set(xlabel="random search: programs executed per task (72: oracle)",
+              ylabel="normalised score, mean over tasks")  # fmt: skip
+    right.set_title("the best executed program on a fresh split")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def selection_markdown(selection: dict) -> str:
