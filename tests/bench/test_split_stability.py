@@ -216,3 +216,44 @@ def test_a_pick_read_on_another_split_keeps_only_what_the_splits_share() -> None
     for k in (8, 72):
         assert read[k][0].mean() > read[k][1].mean() + 0.1  # the chosen split flatters
         assert abs(read[k][1].mean() - truth[k][1].mean()) < 0.05
+
+
+def test_the_script_reports_what_the_log_holds(tmp_path) -> None:
+    """``benchmarks/split_stability.py --report-only`` on a log whose split-1 raw metrics
+    are the table's own: rankings agree (only the baseline moves), files are written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from wmrl_env.envs.ml_tasks import all_programs, load_table
+
+    table = load_table()
+    lines = []
+    for task in ("wine", "diabetes"):
+        for program in all_programs():
+            row = table.lookup(task, program.id)
+            raw = None if row.status != "ok" else row.raw_metric
+            lines.append(
+                json.dumps(
+                    SplitExecution(
+                        task, program.id, 1, row.status, raw or math.nan, 0.1, "t"
+                    ).to_json()
+                )
+            )
+    (tmp_path / "executions.jsonl").write_text("\n".join(lines) + "\n")
+    root = Path(__file__).parents[2]
+    args = ["--tasks", "39", "--split-seeds", "1", "--report-only", "--out", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "split_stability.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},  # this checkout's package, not another
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    pair = results["pairs"]["table vs seed 1"]
+    assert sorted(pair["task_ids"]) == ["diabetes", "wine"]
+    assert pair["spearman"] > 0.95 and pair["top1_agreement"] == 1.0
+    assert (tmp_path / "split_stability.png").stat().st_size > 1000
+    assert "table vs seed 1" in (tmp_path / "results.md").read_text()
