@@ -111,16 +111,21 @@ class MLTask:
         max_rows: int | None = None,
         reference: float | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        split_seed: int = SPLIT_SEED,
     ) -> MLTask:
-        """Split ``dataset`` deterministically (seeded by the task id) into train and test.
+        """Split ``dataset`` deterministically (seeded by ``split_seed`` and the task id) into
+        train and test.
 
-        Classification splits are stratified; ``max_rows`` first draws a seeded subsample.
+        Classification splits are stratified; ``max_rows`` first draws a seeded subsample
+        (from the same seeded stream, so another ``split_seed`` redraws it too). The suite and
+        its execution table use :data:`SPLIT_SEED`; another seed gives the same task under a
+        second split (how stable program rankings are across splits).
         """
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
         if (metric == "roc_auc") != (dataset.kind == "binary"):
             raise ValueError(f"metric {metric!r} does not fit a {dataset.kind} task")
-        rng = np.random.default_rng([SPLIT_SEED, zlib.crc32(task_id.encode())])
+        rng = np.random.default_rng([split_seed, zlib.crc32(task_id.encode())])
         rows = np.arange(len(dataset.y))
         if max_rows is not None and len(rows) > max_rows:
             rows = np.sort(rng.choice(rows, size=max_rows, replace=False))

@@ -141,6 +141,24 @@ def test_config_checks_and_cli_overrides() -> None:
     assert BenchConfig.quick().live_check > 0 and BenchConfig.quick().seeds >= 3
 
 
+def test_the_cross_task_regime_takes_an_optimizer() -> None:
+    """Adam by default (its figures reproduce), SGD on request, recorded in the config and
+    handed to the GRPO loop; the robot bench still refuses the flag."""
+    from wmrl_env.bench.runner import grpo_config
+    from wmrl_env.cli.bench import pertask_config_from_args, robot_config_from_args
+
+    parse = build_parser().parse_args
+    assert config_from_args(parse(["bench", "--regime", "crosstask"])).optimizer == "adam"
+    config = config_from_args(parse(["bench", "--regime", "crosstask", "--optimizer", "sgd"]))
+    assert config.optimizer == "sgd" and config.to_dict()["optimizer"] == "sgd"
+    assert grpo_config(config, seed=0).optimizer == "sgd"
+    assert pertask_config_from_args(parse(["bench", "--optimizer", "adam"])).optimizer == "adam"
+    with pytest.raises(ValueError, match="optimizer"):
+        robot_config_from_args(parse(["bench", "--domain", "robosuite", "--optimizer", "sgd"]))
+    with pytest.raises(ValueError, match="optimizer"):
+        BenchConfig(optimizer="rmsprop")
+
+
 def test_the_anchors_arm_executes_the_fused_arms_share_of_groups() -> None:
     from wmrl_env.bench.runner import groups_per_round
 
@@ -201,6 +219,11 @@ def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     assert lines == pytest.approx(result.reference_lines)
     oracle = lines["oracle (exhaustive search, 72 executions)"]
     assert oracle == pytest.approx(1.0) and "random search@8" in lines
+    from wmrl_env.bench.ceiling import CEILING_LINE
+
+    assert 0.0 < lines[CEILING_LINE] <= oracle
+    assert results["supervised_ceiling"]["model"] in results["supervised_ceiling"]["cv_scores"]
+    assert "Supervised ceiling" in (tmp_path / "results.md").read_text()
     assert lines["uniform policy (expected) = untrained policy, ties at random"] < oracle
     # the untrained (uniform) policy's greedy score is the uniform mean: ties at random
     assert runs[0].steps[0].true_score == pytest.approx(

@@ -139,3 +139,38 @@ def test_policy_protocol_and_log_probs() -> None:
         grpo.make_policy(spaces.Text(5), spaces.Discrete(2))
     with pytest.raises(ValueError, match="clip_coef"):
         grpo.GRPOConfig(clip_coef=1.5)
+
+
+def _first_update(optimizer: str, learning_rate: float) -> np.ndarray:
+    """Every weight's change in one round with one gradient step (bandit, all real)."""
+    envs = WorldModelVectorEnv(
+        lambda: BanditEnv(PAYOFF, noise=0.1),
+        BanditWorldModel(PAYOFF),
+        num_groups=6,
+        group_size=8,
+        fusion=RewardFusion(method="real", seed=0),
+        executor="inline",
+    )
+    policy = grpo.make_policy(envs.single_observation_space, envs.single_action_space, 0, seed=0)
+    before = torch.cat([p.detach().flatten().clone() for p in policy.parameters()])
+    config = grpo.GRPOConfig(
+        iterations=1, update_epochs=1, learning_rate=learning_rate, optimizer=optimizer, seed=0
+    )
+    grpo.train(envs, policy, config)
+    envs.close()
+    return (torch.cat([p.detach().flatten() for p in policy.parameters()]) - before).numpy()
+
+
+def test_the_configured_optimizer_takes_the_steps() -> None:
+    """Adam's first step moves every weight whose gradient is well above its epsilon by the
+    learning rate; plain SGD moves each by the rate times its own gradient, whose norm is
+    clipped to 1: at most one weight can move by the full rate, and steps are linear in it."""
+    at_rate = lambda steps: int(np.isclose(np.abs(steps), 0.01, rtol=1e-3).sum())  # noqa: E731
+    adam = _first_update("adam", 0.01)
+    assert np.abs(adam).max() <= 0.01 * (1 + 1e-3) and at_rate(adam) >= 10
+    sgd = _first_update("sgd", 0.01)
+    assert np.linalg.norm(sgd) <= 0.01 * (1 + 1e-5) and at_rate(sgd) <= 1
+    assert np.abs(sgd).max() > 0  # it did learn
+    assert np.allclose(_first_update("sgd", 0.02), 2 * sgd, atol=1e-7)
+    with pytest.raises(ValueError, match="optimizer"):
+        grpo.GRPOConfig(optimizer="rmsprop")

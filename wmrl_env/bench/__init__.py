@@ -13,9 +13,11 @@ executed, no world model), ``wm``, ``debias``, ``denoise``, ``wmrl``, ``ppi``.
 :func:`run_bench` trains every arm with every seed (:mod:`wmrl_env.bench.runner`), optionally
 executes a few final programs live (:mod:`wmrl_env.bench.live_check`), then writes into one
 folder: ``config.json`` (to repeat the run), ``runs.jsonl`` (every step of every run),
-``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`) and PNG figures
-(:mod:`wmrl_env.bench.plots`). Needs the ``torch``, ``transformers``, ``tasks`` and ``bench``
-extras.
+``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`, with the reference
+lines of :mod:`wmrl_env.bench.search` and the supervised ceiling of
+:mod:`wmrl_env.bench.ceiling`) and PNG figures (:mod:`wmrl_env.bench.plots`). Needs the
+``torch``, ``transformers``, ``tasks`` and ``bench`` extras. How much of the table's scores
+is its test split: :mod:`wmrl_env.bench.split_stability`.
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ def run_bench(
     summaries = summarise(runs, tolerance=config.tolerance)
     say("reference lines: oracle, uniform, best constant, zero-shot pick, search")
     lines = _reference_lines(config, regime)
+    from wmrl_env.bench.ceiling import CEILING_LINE
+
+    ceiling = _supervised_ceiling(regime)
+    lines[CEILING_LINE] = ceiling.scores
     checks = []
     if config.live_check:
         say(f"executing {config.live_check} final programs live in the sandbox")
@@ -105,11 +111,20 @@ def run_bench(
         "train_tasks": len(regime.train_tasks),
         "heldout_tasks": len(regime.heldout.task_ids),
         "reference_lines": {name: float(np.mean(values)) for name, values in lines.items()},
+        "supervised_ceiling": {
+            "model": ceiling.model,
+            "cv_score_on_train": ceiling.cv_score,
+            "cv_scores": ceiling.cv_scores,
+        },
         "live_check": [c.to_json() for c in checks],
         "bench_seconds": seconds,
     }
     (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown_table(summaries) + "\n\n" + reference_markdown(lines)
+    table += (
+        f"\n\nSupervised ceiling: {ceiling.model}, chosen by 5-fold cross-validation over the "
+        f"train tasks (its picks score {ceiling.cv_score:.3f} there)."
+    )
     if checks:
         table += "\n\nLive check:\n\n" + live_markdown(checks)
     (folder / "results.md").write_text(table + "\n")
@@ -137,6 +152,21 @@ def _reference_lines(config: BenchConfig, regime: Any) -> dict[str, np.ndarray]:
     train = ScoreTable.of(regime.train_tasks).scores
     make = world_model_factory(config.world_model, bank, version="v2")
     return reference_lines(bank, make, SEARCH_BUDGETS, train, seeds=1)
+
+
+def _supervised_ceiling(regime: Any) -> Any:
+    """The supervised ceiling on the held-out tasks: a fit of the policy's task features to
+    every program's table score on the train tasks (:mod:`~wmrl_env.bench.ceiling`)."""
+    from wmrl_env.bench.ceiling import supervised_ceiling
+    from wmrl_env.bench.suite import ScoreTable
+    from wmrl_env.envs.ml_tasks import get_task
+
+    train_rows = np.stack([regime.features[get_task(t).description] for t in regime.train_tasks])
+    train = ScoreTable.of(regime.train_tasks).scores
+    folds = min(5, len(regime.train_tasks))
+    return supervised_ceiling(
+        train_rows, train, regime.heldout_features, regime.heldout.scores, folds=folds
+    )
 
 
 def reference_markdown(lines: dict[str, np.ndarray]) -> str:

@@ -71,9 +71,14 @@ class BenchConfig:
     eval_every: int = 2
     """score the policy on the held-out split every this many rounds"""
     learning_rate: float = 0.02
-    """Adam learning rate of the policy, the same for every arm: 0.02 suits the ``anchors``
-    arm (at 0.05 it trains badly and every fused arm, even with a random world model, seems
-    to beat it; docs/benchmarks.md has the sweep)"""
+    """learning rate of the policy, the same for every arm: with Adam, 0.02 suits the
+    ``anchors`` arm (at 0.05 it trains badly and every fused arm, even with a random world
+    model, seems to beat it; docs/benchmarks.md has the sweep)"""
+    optimizer: Literal["adam", "sgd"] = "adam"
+    """the policy's optimizer: "adam" (the default; it moves each weight by about
+    ``learning_rate`` a step whatever the batch, so arms compare at equal steps) or "sgd"
+    (plain gradient steps: a step's size follows the advantages' size; choose its rate
+    anew, it is not Adam's)"""
     update_epochs: int = 2
     """gradient steps per round"""
     hidden: int = 0
@@ -99,6 +104,7 @@ class BenchConfig:
             ("executor", ("live", "replay")),
             ("world_model", WORLD_MODELS),
             ("heldout_score", ("greedy", "expected")),
+            ("optimizer", ("adam", "sgd")),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

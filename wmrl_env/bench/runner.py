@@ -179,14 +179,16 @@ def run_one(
 
 
 def grpo_config(config: Any, seed: int) -> Any:
-    """The GRPO settings of a bench run: rounds, learning rate and epochs from ``config``
-    (any bench configuration), the first reset seeded with ``seed``."""
+    """The GRPO settings of a bench run: rounds, learning rate, epochs and optimizer (Adam
+    where the configuration names none) from ``config`` (any bench configuration), the
+    first reset seeded with ``seed``."""
     from wmrl_env.grpo import GRPOConfig
 
     return GRPOConfig(
         iterations=config.iterations,
         learning_rate=config.learning_rate,
         update_epochs=config.update_epochs,
+        optimizer=getattr(config, "optimizer", "adam"),
         seed=seed,
     )
 

@@ -21,7 +21,7 @@ OVERRIDES: dict[str, tuple[type, str]] = {
     "heldout_tasks": (int, "score on a fixed sample of N held-out tasks (0: all)"),
     "anchor_fraction": (float, "share of groups executed for real (at least one)"),
     "eval_every": (int, "score the policy on the held-out split every N rounds"),
-    "learning_rate": (float, "Adam learning rate of the policy"),
+    "learning_rate": (float, "learning rate of the policy's optimizer"),
     "update_epochs": (int, "gradient steps per round"),
     "hidden": (int, "policy MLP width (0: linear in the task features)"),
     "live_check": (int, "execute the final programs of N held-out tasks live, beside the table"),
@@ -49,7 +49,8 @@ PERTASK_LISTS: dict[str, tuple[type, str]] = {
     "quality_weights": (float, "pertask: W of the quality curve's world models mix:W"),
 }
 # flags both ML regimes read
-PERTASK_SHARED = ("seeds", "group_size", "anchor_fraction", "heldout_tasks", "tolerance", "out")
+PERTASK_SHARED = ("seeds", "group_size", "anchor_fraction", "heldout_tasks", "tolerance", "out",
+                  "optimizer")  # fmt: skip
 SHARED = ("seeds", "iterations", "num_groups", "group_size", "anchor_fraction", "eval_every",
           "learning_rate", "update_epochs", "workers", "out")  # fmt: skip
 
@@ -79,7 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pertask: anchors drawn at random or balanced over tasks (default balanced)",
     )
     parser.add_argument(
-        "--optimizer", choices=OPTIMIZERS, help="pertask: the tabular policies' optimizer"
+        "--optimizer",
+        choices=OPTIMIZERS,
+        help="the policy's optimizer: pertask's tabular policies (default sgd) or crosstask's "
+        "task-conditioned policy (default adam)",
     )
     parser.add_argument(
         "--domain",
@@ -137,7 +141,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "optimizer")
+PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw")
 
 
 def _refuse(names: list[str], where: str) -> None:
@@ -177,6 +181,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     for name in ("executor", "world_model", "heldout_score", "uncertainty_anchors"):
         overrides[name] = getattr(args, name)
+    if args.optimizer is not None:
+        overrides["optimizer"] = args.optimizer
     if args.arms:
         overrides["arms"] = tuple(args.arms)
     return (BenchConfig.full if args.full else BenchConfig.quick)(**overrides)
@@ -186,7 +192,7 @@ def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
     """The robosuite bench's configuration; ML-only flags are refused."""
     ml_only = [n for n in OVERRIDES if n not in SHARED and getattr(args, n) is not None]
     ml_only += [n for n in ("uncertainty_anchors",) if getattr(args, n)]
-    ml_only += [n for n in PERTASK_ONLY if getattr(args, n) is not None]
+    ml_only += [n for n in (*PERTASK_ONLY, "optimizer") if getattr(args, n) is not None]
     if ml_only:
         flags = ", ".join("--" + n.replace("_", "-") for n in ml_only)
         raise ValueError(f"{flags} apply to the ML domain only")

@@ -31,13 +31,19 @@ torch = require("torch", "wmrl_env.grpo")
 
 __all__ = ["GRPOConfig", "Rollout", "collect_rollout", "grpo_loss", "train"]
 
+OPTIMIZERS: tuple[str, ...] = ("adam", "sgd")
+
 
 @dataclass
 class GRPOConfig:
     """Hyper-parameters of :func:`train`."""
 
     iterations: int = field(default=100, metadata={"help": "rounds to play, one update each"})
-    learning_rate: float = field(default=1e-2, metadata={"help": "Adam learning rate"})
+    learning_rate: float = field(default=1e-2, metadata={"help": "the optimizer's learning rate"})
+    optimizer: str = field(
+        default="adam",
+        metadata={"help": "'adam' (torch defaults) or 'sgd' (plain gradient steps, no momentum)"},
+    )
     update_epochs: int = field(default=4, metadata={"help": "gradient steps per round"})
     clip_coef: float = field(default=0.2, metadata={"help": "PPO-style ratio clip"})
     ent_coef: float = field(default=0.0, metadata={"help": "entropy bonus coefficient"})
@@ -60,6 +66,8 @@ class GRPOConfig:
             raise ValueError("max_rounds_without_real must be >= 0")
         if not 0 < self.clip_coef < 1:
             raise ValueError(f"clip_coef must be in (0, 1), got {self.clip_coef}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
 
 
 @dataclass
@@ -150,7 +158,7 @@ def train(
     real transitions, :func:`~wmrl_env.grpo.transitions.anchor_transitions`); ``log``
     receives each row as it is made.
     """
-    optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
+    optimizer = _make_optimizer(policy, config)
     history: list[dict[str, Any]] = []
     blind_rounds = 0  # rounds in a row whose anchors returned no real result
     for iteration in range(config.iterations):
@@ -174,6 +182,17 @@ def train(
         if log is not None:
             log(row)
     return history
+
+
+def _make_optimizer(policy: Policy, config: GRPOConfig) -> torch.optim.Optimizer:
+    """The optimizer ``config`` names, over the policy's parameters.
+
+    >>> policy = torch.nn.Linear(2, 1)
+    >>> type(_make_optimizer(policy, GRPOConfig(optimizer="sgd"))).__name__
+    'SGD'
+    """
+    kind = torch.optim.SGD if config.optimizer == "sgd" else torch.optim.Adam
+    return kind(policy.parameters(), lr=config.learning_rate)
 
 
 def _log_row(
