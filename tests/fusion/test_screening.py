@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from anchor_batches import biased_batch, opened_ppi_fusion
 
 from wmrl_env.fusion import RewardFusion, rectified_rewards, screen_members, ucb_priorities
 
@@ -12,17 +13,6 @@ from wmrl_env.fusion import RewardFusion, rectified_rewards, screen_members, ucb
 # false alarm has probability < 4.4e-4 (Bonferroni).
 Z_MANY = 4.5
 Z_ONE = 4.0  # one statistic: a false alarm has probability 6e-5
-
-
-def batch(rng: np.random.Generator, num_groups: int = 32, group_size: int = 8):
-    """True rewards; a world model with group-varying std that over-scores a fifth of the
-    trajectories whatever their reward (bias no calibration map can remove)."""
-    ids = np.repeat(np.arange(num_groups), group_size)
-    n = num_groups * group_size
-    real = np.clip(rng.normal(0.5, 0.2, num_groups)[ids] + rng.normal(0, 0.15, n), 0, 1)
-    std = np.repeat(rng.choice([0.02, 0.3], num_groups), group_size)
-    wm = real + rng.normal(0, 1, n) * std + 0.3 * (rng.uniform(size=n) < 0.2)
-    return ids, real, wm, std
 
 
 def test_top_screening_executes_the_highest_upper_bounds() -> None:
@@ -137,14 +127,9 @@ def test_pps_screening_keeps_ppi_unbiased_and_top_screening_does_not() -> None:
     (32 groups). The same draw with the k highest upper bounds executed (pi_{i|g} = 1 for
     them, 0 for the rest) leaves the estimate biased by more than 5 Z_ONE s.e."""
     rng = np.random.default_rng(3)
-    fusion = RewardFusion(method="ppi", anchor_fraction=0.125, seed=0)
-    for _ in range(12):  # a history in which the gate opens
-        ids, real, wm, std = batch(rng)
-        anchors = fusion.select_anchors(ids, ucb_priorities(ids, wm, std))
-        fusion.step(ids, wm, np.where(anchors, real, np.nan))
-    assert fusion.wm_weight > 0
+    fusion = opened_ppi_fusion(rng, ucb_priorities)
     state = fusion.state_dict()
-    ids, real, wm, std = batch(rng)
+    ids, real, wm, std = biased_batch(rng)
     priorities, upper = ucb_priorities(ids, wm, std), wm + std
     calibrated = fusion.calibrator.map(wm)  # what exact PPI rectifies with (the prior map)
     lam = fusion.wm_weight

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from anchor_batches import batch_mean_errors, biased_batch, opened_ppi_fusion
 
 from wmrl_env.fusion import RewardFusion, inclusion_probabilities, ucb_priorities
 
@@ -13,17 +14,6 @@ M, G = 16, 4
 # alarm has probability < 1.1e-4 (Bonferroni).
 Z_FREQUENCY = 4.5
 Z_MEAN = 4.0  # one statistic: a false alarm has probability 6e-5
-
-
-def batch(rng: np.random.Generator, num_groups: int = M, group_size: int = G):
-    """True rewards; a world model whose std varies by group and which over-scores a fifth
-    of the trajectories whatever their reward (bias that is not a function of the score)."""
-    ids = np.repeat(np.arange(num_groups), group_size)
-    n = num_groups * group_size
-    real = np.clip(rng.normal(0.5, 0.2, num_groups)[ids] + rng.normal(0, 0.15, n), 0, 1)
-    std = np.repeat(rng.choice([0.02, 0.3], num_groups), group_size)
-    wm = real + rng.normal(0, 1, n) * std + 0.3 * (rng.uniform(size=n) < 0.2)
-    return ids, real, wm, std
 
 
 def test_a_group_priority_is_its_upper_bound_above_its_reference() -> None:
@@ -63,7 +53,7 @@ def test_ucb_inclusion_probabilities_sum_to_m_and_are_realised_exactly() -> None
     """The fusion's draw with UCB priorities: pi sums to m, grows with the upper bound, and
     the draw frequencies over N draws match pi within Z_FREQUENCY binomial s.e. per group."""
     rng = np.random.default_rng(0)
-    ids, _, wm, std = batch(rng)
+    ids, _, wm, std = biased_batch(rng, M, G)
     priorities = ucb_priorities(ids, wm, std, kappa=1.0)
     fusion = RewardFusion(method="ppi", anchor_fraction=0.25, seed=0)
     pi = inclusion_probabilities(priorities[::G], 4, fusion.uniform_mix)
@@ -86,23 +76,9 @@ def test_ppi_stays_unbiased_under_ucb_anchors() -> None:
     the batch-mean real reward within Z_MEAN Monte-Carlo s.e.; the raw world model's does
     not."""
     rng = np.random.default_rng(1)
-    fusion = RewardFusion(method="ppi", anchor_fraction=0.125, seed=0)
-    for _ in range(12):  # a history in which the gate opens
-        ids, real, wm, std = batch(rng, 32, 8)
-        anchors = fusion.select_anchors(ids, ucb_priorities(ids, wm, std))
-        fusion.step(ids, wm, np.where(anchors, real, np.nan))
-    assert fusion.wm_weight > 0
-    state = fusion.state_dict()
-    ids, real, wm, std = batch(rng, 32, 8)
-    priorities = ucb_priorities(ids, wm, std)
-    errors = []
-    for draw in range(3000):
-        fusion.load_state_dict(state)
-        fusion.reseed(draw)
-        anchors = fusion.select_anchors(ids, priorities)
-        out = fusion.step(ids, wm, np.where(anchors, real, np.nan))
-        errors.append(out.rewards.mean() - real.mean())
-    errors = np.asarray(errors)
+    fusion = opened_ppi_fusion(rng, ucb_priorities)
+    batch = ids, real, wm, std = biased_batch(rng)
+    errors = batch_mean_errors(fusion, batch, ucb_priorities(ids, wm, std))
     se = errors.std(ddof=1) / np.sqrt(errors.size)
     assert abs(errors.mean()) <= Z_MEAN * se, (errors.mean(), se)
     assert abs(wm.mean() - real.mean()) > 5 * Z_MEAN * se  # the bias PPI removes
