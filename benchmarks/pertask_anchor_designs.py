@@ -39,6 +39,8 @@ def design_name(folder: Path) -> str:
     if config.get("execute_per_group"):
         name += f", screening {config['screening']} {config['execute_per_group']}/"
         name += str(config["group_size"])
+    if config.get("world_model", "default") != "default":
+        name += f", world model {config['world_model']}"
     return name
 
 
