@@ -502,3 +502,40 @@ def test_remembered_predictions_change_nothing_but_the_time() -> None:
         assert cached.spearman == pytest.approx(asked.spearman, nan_ok=True)
         assert cached.anchor_gap == pytest.approx(asked.anchor_gap, nan_ok=True)
     assert runs[0].task_scores == runs[1].task_scores
+
+
+def test_the_anchor_design_comparison_pairs_runs_by_seed_and_task(tmp_path) -> None:
+    """benchmarks/pertask_anchor_designs.py: on two constructed bench folders, each design's
+    reading is the mean of its (seed x task) cells and Δ the mean of the paired differences
+    (exactly, whatever the resampling: every bootstrap draw of a constant is that constant)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "pertask_anchor_designs.py"
+    spec = importlib.util.spec_from_file_location("pertask_anchor_designs", path)
+    designs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(designs)
+
+    def folder(name: str, config: dict, best: list[list[float]]) -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        (out / "config.json").write_text(json.dumps({"group_size": 8, **config}))
+        rows = []
+        for seed, cells in enumerate(best):
+            run = RunRecord("wmrl", seed, [StepRecord(step=0)])
+            run.task_scores = {"best@exec8": cells}
+            rows.append({"key": ["main", "wmrl", seed, 1.0, "default"], "run": run.to_dict()})
+        rows.append({"key": ["tune", "wmrl", 1000, 1.0, "default"], "run": rows[0]["run"]})
+        (out / "runs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        return out
+
+    base = folder("a", {"anchor_draw": "balanced"}, [[0.5, 0.7], [0.6, 0.8]])
+    other = folder(
+        "b", {"anchor_draw": "balanced", "execute_per_group": 2, "screening": "top"},
+        [[0.6, 0.8], [0.7, 0.9]],
+    )  # fmt: skip
+    assert len(designs.main_runs(base)["wmrl"]) == 2  # the tuning run is not reported
+    text = designs.table([base, other], "best", [8, 16], resamples=50, against=None)
+    assert "| wmrl | balanced | 0.650 [" in text
+    assert "| wmrl | balanced, screening top 2/8 | 0.750 [" in text
+    assert "Δ +0.100 [+0.100, +0.100]" in text and "not reached" in text
