@@ -297,6 +297,36 @@ def test_the_balanced_anchor_draw_realises_its_inclusion_probabilities() -> None
     assert pi.tolist() == [2 / 6] * 6 and chosen.sum() == 2
 
 
+def test_the_ucb_anchor_draws_realise_their_inclusion_probabilities() -> None:
+    """ "ucb" and "balanced-ucb": pi sums to m, every pi >= m * mix / T, the upper bound
+    (and, balanced, the least-executed tasks) favoured; draw frequencies match pi within 4
+    binomial standard errors per task (a false alarm on any of the 12 checks has
+    probability < 8e-4)."""
+    from wmrl_env.bench.pertask import draw_anchor_tasks
+
+    executions = np.array([0, 0, 8, 8, 16, 8])
+    upper = np.array([0.0, 0.3, 0.5, 0.1, 0.0, 0.2])
+    rng = np.random.default_rng(0)
+    n = 20_000
+    for how in ("ucb", "balanced-ucb"):
+        counts = np.zeros(6)
+        for _ in range(n):
+            chosen, pi = draw_anchor_tasks(executions, 2, how, rng, 0.2, upper)
+            assert chosen.sum() == 2
+            counts += chosen
+        assert pi.sum() == pytest.approx(2.0) and (pi >= 2 * 0.2 / 6 - 1e-12).all()
+        assert np.abs(counts / n - pi).max() < 4 * np.sqrt(pi * (1 - pi) / n).max()
+        if how == "ucb":
+            assert pi[2] > pi[1] > pi[5] > pi[3] > pi[0] == pi[4]
+        else:  # only tasks 0 and 1 are least executed; task 1 has the upper bound
+            assert pi[1] > 0.5 > pi[0] == pi[2] == pi[5]
+    with pytest.raises(ValueError, match="upper bounds"):
+        draw_anchor_tasks(executions, 2, "ucb", rng, 0.2)
+    _, pi = draw_anchor_tasks(executions, 2, "balanced-ucb", rng, 0.2, np.zeros(6))
+    _, balanced = draw_anchor_tasks(executions, 2, "balanced", rng, 0.2)
+    assert pi == pytest.approx(balanced)  # no upper bound above the best: balance alone
+
+
 def test_the_tabular_policy_gradient_is_that_of_the_weighted_log_likelihood() -> None:
     """One SGD step equals lr * d/dlogits of mean_task-trajectories(A * log pi(a)),
     checked by central finite differences."""
@@ -357,7 +387,7 @@ def test_pertask_config_and_cli() -> None:
     from wmrl_env.bench.pertask_config import PerTaskConfig
     from wmrl_env.cli.bench import pertask_config_from_args
 
-    for bad in ({"world_model": "mix:2"}, {"anchor_draw": "ucb"}, {"optimizer": "rmsprop"}):
+    for bad in ({"world_model": "mix:2"}, {"anchor_draw": "loudest"}, {"optimizer": "rmsprop"}):
         with pytest.raises(ValueError):
             PerTaskConfig(**bad)
     parser = build_parser()
@@ -369,6 +399,28 @@ def test_pertask_config_and_cli() -> None:
     assert (config.mix_weight, config.anchor_draw, config.budgets) == (0.5, "random", (4, 8))
     assert config.learning_rates == (0.1, 1.0) and config.optimizer == "adam"
     assert pertask_config_from_args(parser.parse_args(["bench", "--full"])).budgets[-1] == 64
+    args = parser.parse_args(
+        ["bench", "--anchor-draw", "balanced-ucb", "--ucb-kappa", "2", "--execute-per-group",
+         "2", "--screening", "top", "--arms", "real", "anchors", "wmrl"]
+    )  # fmt: skip
+    config = pertask_config_from_args(args)
+    assert (config.anchor_draw, config.ucb_kappa) == ("balanced-ucb", 2.0)
+    assert (config.execute_per_group, config.screening) == (2, "top")
+    assert PerTaskConfig().execute_per_group == 0 and PerTaskConfig().screening == "pps"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--screening", "best"])
+    for bad, message in (
+        ({"execute_per_group": 8}, "execute_per_group"),
+        ({"execute_per_group": -1}, "execute_per_group"),
+        ({"ucb_kappa": -1.0}, "ucb_kappa"),
+        ({"execute_per_group": 2, "screening": "top"}, "ppi"),  # the default arms hold ppi
+    ):
+        with pytest.raises(ValueError, match=message):
+            PerTaskConfig(**bad)
+    with pytest.raises(ValueError, match="--regime pertask"):
+        config_from_args(
+            parser.parse_args(["bench", "--regime", "crosstask", "--execute-per-group", "2"])
+        )
     with pytest.raises(ValueError, match="--regime crosstask"):
         pertask_config_from_args(parser.parse_args(["bench", "--iterations", "3"]))
     with pytest.raises(ValueError, match="--regime pertask"):
@@ -423,6 +475,32 @@ def test_tiny_pertask_regime_on_replay(tmp_path) -> None:
     assert (tmp_path / "quality_curve.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize(
+    ("draw", "screening", "arm"),
+    [("balanced-ucb", "pps", "ppi"), ("ucb", "top", "wmrl"), ("random", "pps", "wmrl")],
+)
+def test_tiny_pertask_run_with_ucb_anchors_and_screening(draw, screening, arm) -> None:
+    """A fused arm executes k of each anchor group's programs and anchors G / k times as
+    many groups, so it spends the executions of a run without screening; anchors keep their
+    plain draw."""
+    from wmrl_env.bench.bank import TaskBank
+    from wmrl_env.bench.pertask import run_arm
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+    from wmrl_env.bench.suite import sample_tasks, split_tasks
+    from wmrl_env.world_models import load_ml_world_model
+
+    bank = TaskBank.of(sample_tasks(split_tasks("heldout"), 8))
+    config = PerTaskConfig(
+        arms=(arm, "anchors"), anchor_draw=draw, execute_per_group=2, screening=screening,
+        rounds=6, group_size=4, anchor_fraction=0.25, budgets=(1, 2),
+    )  # fmt: skip
+    run = run_arm(bank, config, arm, 0, 1.0, load_ml_world_model("v2"))
+    anchors = run_arm(bank, config, "anchors", 0, 1.0, None)
+    # 2 anchor tasks of 8 without screening (8 programs); with it 4 tasks x 2 programs
+    assert [s.n_anchor_groups for s in run.steps[1:]] == [4] * 6
+    assert run.totals.real_executions == anchors.totals.real_executions == 6 * 8
+
+
 def test_remembered_predictions_change_nothing_but_the_time() -> None:
     """With the default world model, a run that remembers predictions per (task, program)
     until the task is taught is the run that asks the model every round."""
@@ -447,3 +525,40 @@ def test_remembered_predictions_change_nothing_but_the_time() -> None:
         assert cached.spearman == pytest.approx(asked.spearman, nan_ok=True)
         assert cached.anchor_gap == pytest.approx(asked.anchor_gap, nan_ok=True)
     assert runs[0].task_scores == runs[1].task_scores
+
+
+def test_the_anchor_design_comparison_pairs_runs_by_seed_and_task(tmp_path) -> None:
+    """benchmarks/pertask_anchor_designs.py: on two constructed bench folders, each design's
+    reading is the mean of its (seed x task) cells and Δ the mean of the paired differences
+    (exactly, whatever the resampling: every bootstrap draw of a constant is that constant)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "pertask_anchor_designs.py"
+    spec = importlib.util.spec_from_file_location("pertask_anchor_designs", path)
+    designs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(designs)
+
+    def folder(name: str, config: dict, best: list[list[float]]) -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        (out / "config.json").write_text(json.dumps({"group_size": 8, **config}))
+        rows = []
+        for seed, cells in enumerate(best):
+            run = RunRecord("wmrl", seed, [StepRecord(step=0)])
+            run.task_scores = {"best@exec8": cells}
+            rows.append({"key": ["main", "wmrl", seed, 1.0, "default"], "run": run.to_dict()})
+        rows.append({"key": ["tune", "wmrl", 1000, 1.0, "default"], "run": rows[0]["run"]})
+        (out / "runs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        return out
+
+    base = folder("a", {"anchor_draw": "balanced"}, [[0.5, 0.7], [0.6, 0.8]])
+    other = folder(
+        "b", {"anchor_draw": "balanced", "execute_per_group": 2, "screening": "top"},
+        [[0.6, 0.8], [0.7, 0.9]],
+    )  # fmt: skip
+    assert len(designs.main_runs(base)["wmrl"]) == 2  # the tuning run is not reported
+    text = designs.table([base, other], "best", [8, 16], resamples=50, against=None)
+    assert "| wmrl | balanced | 0.650 [" in text
+    assert "| wmrl | balanced, screening top 2/8 | 0.750 [" in text
+    assert "Δ +0.100 [+0.100, +0.100]" in text and "not reached" in text

@@ -25,6 +25,22 @@ with priority 1 on the tasks executed least so far and 0 elsewhere, mixed with u
 ``1 / pi`` rectification is exact for any known ``pi > 0``). A deterministic rotation would
 balance perfectly but leave ``pi = 0`` on tasks already drawn, where PPI's rectifier is
 missing.
+
+``ucb``: PPS with priority each task's world-model upper bound above its best executed
+score, ``max(max_i (s_i + kappa * std_i) - best_t, 0)`` over the round's group (a task never
+executed is measured from the round's lowest upper bound), mixed with uniform by
+``balance_mix``: ``pi_t = m * ((1 - mix) * w_t / mean(w) + mix) / T`` (capped at 1, the excess
+spread), exact and ``>= m * mix / T``. ``balanced-ucb``: the same with ``w_t`` zeroed outside
+the least-executed tasks (alike when none of them rises above its best): the uniform share
+spread over every task, the rest over the least-executed ones by their upper bound.
+
+**Screening** (``execute_per_group = k``): the fused arms sample ``group_size`` programs per
+anchor task as before but execute only ``k``, chosen by their upper bound
+(:func:`~wmrl_env.fusion.screen_members`: ``pps`` draws them with exact ``pi_{i|g}``, ``top``
+takes the best); the fusion scores the others. Each program's inclusion probability
+``pi_t * pi_{i|t}`` goes to the fusion, and ``round(m * group_size / k)`` tasks (at most
+``T``) are anchored per round, so a round executes as many programs as without. Within-group
+PPS mixes with uniform by ``balance_mix`` as well.
 """
 
 from __future__ import annotations
@@ -41,28 +57,49 @@ from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.pertask_config import PerTaskConfig
 from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.tabular import TabularPolicy
-from wmrl_env.fusion import RewardFusion
+from wmrl_env.fusion import RewardFusion, screen_members, ucb_priorities
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
 
 EXECUTING_ARMS = ("real", ANCHORS_ARM)
 
 
 def draw_anchor_tasks(
-    executions: np.ndarray, num_anchors: int, how: str, rng: np.random.Generator, mix: float
+    executions: np.ndarray,
+    num_anchors: int,
+    how: str,
+    rng: np.random.Generator,
+    mix: float,
+    upper: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(chosen, pi)`` per task: ``num_anchors`` tasks drawn at random or balanced (priority
-    to the tasks with the fewest ``executions``), with exact inclusion probabilities.
+    """``(chosen, pi)`` per task: ``num_anchors`` tasks drawn at random, balanced (priority
+    to the tasks with the fewest ``executions``), by ``upper`` (``"ucb"``: per task, the
+    priority of :func:`~wmrl_env.fusion.ucb_priorities`) or both (``"balanced-ucb"``), with
+    exact inclusion probabilities.
 
     >>> rng = np.random.default_rng(0)
     >>> chosen, pi = draw_anchor_tasks(np.array([0, 8, 8, 8]), 1, "balanced", rng, 0.2)
     >>> pi.round(2).tolist(), int(chosen.sum())
     ([0.85, 0.05, 0.05, 0.05], 1)
+    >>> ucb = np.array([0.0, 0.1, 0.3, 0.0])
+    >>> draw_anchor_tasks(np.array([0, 0, 8, 8]), 1, "ucb", rng, 0.2, ucb)[1].round(2).tolist()
+    [0.05, 0.25, 0.65, 0.05]
+    >>> draw_anchor_tasks(np.array([0, 0, 8, 8]), 1, "balanced-ucb", rng, 0.2, ucb)[1].round(2)
+    array([0.05, 0.85, 0.05, 0.05])
     """
     num_tasks = executions.shape[0]
     if how == "random":
         return select_anchor_groups(num_tasks, num_anchors, rng)
     least = (executions == executions.min()).astype(np.float64)
-    return select_anchor_groups(num_tasks, num_anchors, rng, least, uniform_mix=mix)
+    if how == "balanced":
+        return select_anchor_groups(num_tasks, num_anchors, rng, least, uniform_mix=mix)
+    if upper is None:
+        raise ValueError(f"the {how!r} anchor draw needs the world model's upper bounds")
+    priority = np.asarray(upper, dtype=np.float64)
+    if how == "balanced-ucb":
+        priority = priority * least
+        if not priority.any():  # no least-executed task rises above its best: balance alone
+            priority = least
+    return select_anchor_groups(num_tasks, num_anchors, rng, priority, uniform_mix=mix)
 
 
 def run_arm(
@@ -88,6 +125,10 @@ def run_arm(
     rng = np.random.default_rng([seed, 7])
     num_anchors = num_anchor_groups(num_tasks, config.anchor_fraction, minimum=1)
     method = "real" if arm in EXECUTING_ARMS else arm
+    keep = config.execute_per_group if method not in ("real", "wm") else 0
+    fused_anchors = min(num_tasks, round(num_anchors * group_size / keep)) if keep else num_anchors
+    by_upper = config.anchor_draw in ("ucb", "balanced-ucb")
+    plain_draw = {"ucb": "random", "balanced-ucb": "balanced"}.get(config.anchor_draw)
     fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
     executions = np.zeros(num_tasks, dtype=np.int64)
     best = np.full(num_tasks, -np.inf)
@@ -122,7 +163,7 @@ def run_arm(
             tasks = everyone
         elif arm == ANCHORS_ARM:
             chosen, _ = draw_anchor_tasks(
-                executions, num_anchors, config.anchor_draw, rng, config.balance_mix
+                executions, num_anchors, plain_draw or config.anchor_draw, rng, config.balance_mix
             )
             tasks = np.flatnonzero(chosen)
         else:
@@ -138,20 +179,39 @@ def run_arm(
             clock = time.perf_counter()
             prediction = predictions.predict(group_ids, programs)
             totals["wm_seconds"] += time.perf_counter() - clock
+            scores = np.where(prediction.valid, prediction.scores, np.nan)
+            std = np.zeros(scores.shape) if prediction.std is None else prediction.std
             if arm == "wm":
                 chosen, pi = np.zeros(num_tasks, dtype=bool), np.zeros(num_tasks)
             else:
+                upper = None
+                if by_upper:  # tasks are 0..T-1 in order: one priority per task
+                    reference = np.where(executions > 0, best, np.nan)[group_ids]
+                    upper = ucb_priorities(group_ids, scores, std, config.ucb_kappa, reference)
+                    upper = upper[::group_size]
                 chosen, pi = draw_anchor_tasks(
-                    executions, num_anchors, config.anchor_draw, rng, config.balance_mix
+                    executions, fused_anchors, config.anchor_draw, rng, config.balance_mix, upper
                 )
-            executed = chosen[group_ids]
+            executed, inclusion, screened = chosen[group_ids], pi[group_ids], None
+            if keep and executed.any():
+                members, member_pi = screen_members(
+                    group_ids,
+                    scores + config.ucb_kappa * std,
+                    keep,
+                    rng,
+                    config.screening,
+                    config.balance_mix,
+                )
+                screened, executed = executed & ~members, executed & members
+                inclusion = inclusion * member_pi
             real = np.where(executed, truth, np.nan)
             out = fusion.step(
                 group_ids,
                 prediction.scores,
                 real,
                 wm_valid=prediction.valid,
-                inclusion_probabilities=pi[group_ids],
+                inclusion_probabilities=inclusion,
+                screened=screened,
             )
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from wmrl_env.bench.config import ARMS
 from wmrl_env.bench.tabular import OPTIMIZERS
 
-ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random")
+ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random", "ucb", "balanced-ucb")
+SCREENINGS: tuple[str, ...] = ("pps", "top")
 
 
 @dataclass
@@ -46,9 +47,23 @@ class PerTaskConfig:
     anchor_draw: str = "balanced"
     """"random": a simple random sample of groups (pi = m / T); "balanced": systematic PPS
     sampling with priority on the tasks anchored least so far, mixed with uniform by
-    ``balance_mix`` (every pi exact and >= m * balance_mix / T, so PPI stays unbiased)"""
+    ``balance_mix`` (every pi exact and >= m * balance_mix / T, so PPI stays unbiased);
+    "ucb": PPS with priority the group's world-model upper bound above the task's best
+    executed score (:func:`~wmrl_env.fusion.ucb_priorities`), mixed likewise;
+    "balanced-ucb": that priority on the least-executed tasks only. Arms without a world
+    model (``anchors``) draw "random" / "balanced" in their place"""
     balance_mix: float = 0.2
-    """share of uniform probability in the balanced draw (bounds 1 / pi)"""
+    """share of uniform probability in the balanced and ucb draws (bounds 1 / pi)"""
+    ucb_kappa: float = 1.0
+    """kappa of the upper bound ``mean + kappa * std`` (ucb draws and screening)"""
+    execute_per_group: int = 0
+    """world-model screening in the fused arms: execute this many of each anchor group's
+    ``group_size`` programs, chosen by their upper bound; the others are scored by the
+    fusion. The anchor groups per round grow by ``group_size / execute_per_group`` (at most
+    every task), so a round executes as many programs as without screening. 0: off"""
+    screening: str = "pps"
+    """"pps": members drawn by PPS within the group with exact probabilities (PPI stays
+    unbiased); "top": the highest upper bounds (deterministic; ppi refuses it)"""
     heldout_tasks: int = 0
     """a fixed sample of this many held-out tasks (0: all of them)"""
     world_model: str = "default"
@@ -90,6 +105,21 @@ class PerTaskConfig:
             raise ValueError("give at least one arm")
         if self.anchor_draw not in ANCHOR_DRAWS:
             raise ValueError(f"anchor_draw must be one of {ANCHOR_DRAWS}, got {self.anchor_draw!r}")
+        if self.screening not in SCREENINGS:
+            raise ValueError(f"screening must be one of {SCREENINGS}, got {self.screening!r}")
+        if not 0 <= self.execute_per_group < self.group_size:
+            raise ValueError(
+                f"execute_per_group must be in [0, group_size - 1] (0: no screening), "
+                f"got {self.execute_per_group}"
+            )
+        if self.ucb_kappa < 0:
+            raise ValueError(f"ucb_kappa must be >= 0, got {self.ucb_kappa}")
+        runs_ppi = "ppi" in self.arms or ("ppi" in self.quality_arms and self.quality_weights)
+        if self.execute_per_group and self.screening == "top" and runs_ppi:
+            raise ValueError(
+                "screening 'top' cannot run the ppi arm: members left out with probability 0 "
+                "have no unbiased correction; use screening 'pps' or leave ppi out"
+            )
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         parse_world_model(self.world_model)  # raises on a bad spec

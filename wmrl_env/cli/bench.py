@@ -7,7 +7,12 @@ import sys
 from pathlib import Path
 
 from wmrl_env.bench.config import ARMS, BenchConfig
-from wmrl_env.bench.pertask_config import ANCHOR_DRAWS, PerTaskConfig, parse_world_model
+from wmrl_env.bench.pertask_config import (
+    ANCHOR_DRAWS,
+    SCREENINGS,
+    PerTaskConfig,
+    parse_world_model,
+)
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, SUCCESS_PREDICTORS, RobotBenchConfig
 from wmrl_env.bench.tabular import OPTIMIZERS
 
@@ -41,7 +46,13 @@ PERTASK_OVERRIDES: dict[str, tuple[type, str]] = {
     "rounds": (int, "pertask: rounds per run (one group per task per round)"),
     "tuning_seeds": (int, "pertask: seeds per rate of the learning-rate sweep (not reported)"),
     "last_k": (int, "pertask: evaluations averaged into the equal-rounds reading"),
-    "balance_mix": (float, "pertask: share of uniform probability in the balanced anchor draw"),
+    "balance_mix": (float, "pertask: share of uniform probability in the balanced and ucb draws"),
+    "ucb_kappa": (float, "pertask: kappa of the upper bound mean + kappa * std (ucb, screening)"),
+    "execute_per_group": (
+        int,
+        "pertask: world-model screening: the fused arms execute this many of each anchor "
+        "group's programs, chosen by their upper bound (0: all)",
+    ),
 }
 PERTASK_LISTS: dict[str, tuple[type, str]] = {
     "learning_rates": (float, "pertask: the learning-rate grid each arm's rate is chosen from"),
@@ -77,7 +88,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--anchor-draw",
         choices=ANCHOR_DRAWS,
-        help="pertask: anchors drawn at random or balanced over tasks (default balanced)",
+        help="pertask: anchors drawn at random, balanced over tasks (default), by the world "
+        "model's upper bound above each task's best executed score (ucb), or both "
+        "(balanced-ucb); exact inclusion probabilities in every case",
+    )
+    parser.add_argument(
+        "--screening",
+        choices=SCREENINGS,
+        help="pertask, with --execute-per-group: pps (default; exact member probabilities, "
+        "PPI unbiased) or top (the highest upper bounds; biased, refused with ppi)",
     )
     parser.add_argument(
         "--optimizer",
@@ -141,7 +160,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw")
+PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening")
 
 
 def _refuse(names: list[str], where: str) -> None:
@@ -269,10 +288,20 @@ def run_pertask(args: argparse.Namespace) -> int:
     print(result.markdown)
     print(
         f"\nper-task regime, {len(result.summary)} arm rows x {config.seeds} seeds, world model "
-        f"{config.world_model}, {config.anchor_draw} anchors, {config.optimizer}; "
+        f"{config.world_model}, {config.anchor_draw} anchors{_screening_text(config)}, "
+        f"{config.optimizer}; "
         f"{result.seconds:.0f} s; outputs in {result.folder}/"
     )
     return 0
+
+
+def _screening_text(config: PerTaskConfig) -> str:
+    if not config.execute_per_group:
+        return ""
+    return (
+        f", screening ({config.screening}: {config.execute_per_group} of {config.group_size} "
+        "executed per anchor group)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from wmrl_env.fusion.advantages import group_advantages
 from wmrl_env.fusion.anchors import (
     inclusion_probabilities,
     select_anchor_groups,
+    ucb_priorities,
     uncertainty_priorities,
 )
 from wmrl_env.fusion.calibration import CalibrationMap, CalibrationUpdate, OnlineCalibrator
@@ -16,9 +17,11 @@ from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights
 from wmrl_env.fusion.monitor import GapMonitor, RewardHackingWarning
 from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
 from wmrl_env.fusion.reward_fusion import METHODS, AnchorFit, FusionOutput, RewardFusion
+from wmrl_env.fusion.screening import SCREENINGS, screen_members
 
 __all__ = [
     "METHODS",
+    "SCREENINGS",
     "AnchorFit",
     "CalibrationMap",
     "CalibrationUpdate",
@@ -35,6 +38,8 @@ __all__ = [
     "inclusion_probabilities",
     "power_tuned_lambda",
     "rectified_rewards",
+    "screen_members",
     "select_anchor_groups",
+    "ucb_priorities",
     "uncertainty_priorities",
 ]

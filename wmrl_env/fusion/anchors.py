@@ -114,3 +114,60 @@ def uncertainty_priorities(group_ids: np.ndarray, wm_std: np.ndarray) -> np.ndar
     fill = float(std[finite].max()) if finite.any() else 1.0
     std = np.where(finite, std, fill)
     return groups.broadcast(math.sqrt(2.0 / math.pi) * np.sqrt(groups.mean(std**2)))
+
+
+def ucb_priorities(
+    group_ids: np.ndarray,
+    wm_scores: np.ndarray,
+    wm_std: np.ndarray | None = None,
+    kappa: float = 1.0,
+    reference: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per-trajectory anchor priorities from the upper bound of each group's world-model
+    scores: ``U_g = max_i (s_i + kappa * std_i)``, the most a member of the group may score.
+    A group's priority is how far ``U_g`` rises above its ``reference`` (per trajectory,
+    constant within a group: e.g. the best real score already found in the group's context;
+    NaN: none known), ``max(U_g - reference_g, 0)``; a group without a reference is measured
+    from the batch's lowest ``U``. Constant within the group, ``>= 0``: a PPS priority.
+
+    Non-finite scores (invalid predictions, anchored anyway) are left out of ``U_g``; a group
+    with none left gets the batch's largest ``U``. A non-finite std counts as the batch's
+    largest finite one; ``wm_std=None`` (a world model without a std) is 0.
+
+    >>> ids = np.array([0, 0, 1, 1, 2, 2])
+    >>> s, sd = np.array([0.5, 0.7, 0.9, 0.2, 0.4, 0.4]), np.full(6, 0.1)
+    >>> ucb_priorities(ids, s, sd).round(3).tolist()
+    [0.3, 0.3, 0.5, 0.5, 0.0, 0.0]
+    >>> ucb_priorities(ids, s, sd, reference=np.array([1, 1, 0.5, 0.5, np.nan, np.nan])).tolist()
+    [0.0, 0.0, 0.5, 0.5, 0.0, 0.0]
+    """
+    groups = GroupIndex.from_ids(group_ids)
+    n = groups.inverse.shape
+    scores = np.asarray(wm_scores, dtype=np.float64)
+    if scores.shape != n:
+        raise ValueError(f"wm_scores has shape {scores.shape}, expected {n}")
+    if not (math.isfinite(kappa) and kappa >= 0):
+        raise ValueError(f"kappa must be a finite number >= 0, got {kappa}")
+    std = np.zeros(n) if wm_std is None else np.asarray(wm_std, dtype=np.float64)
+    if std.shape != n:
+        raise ValueError(f"wm_std has shape {std.shape}, expected {n}")
+    finite_std = np.isfinite(std)
+    if (std[finite_std] < 0).any():
+        raise ValueError("wm_std must be non-negative")
+    std = np.where(finite_std, std, std[finite_std].max() if finite_std.any() else 0.0)
+    upper = np.where(np.isfinite(scores), scores + kappa * std, -np.inf)
+    per_group = np.full(groups.num_groups, -np.inf)
+    np.maximum.at(per_group, groups.inverse, upper)
+    known = np.isfinite(per_group)
+    if not known.any():
+        return np.zeros(n)
+    per_group[~known] = per_group[known].max()
+    base = np.full(groups.num_groups, per_group.min())
+    if reference is not None:
+        ref = np.asarray(reference, dtype=np.float64)
+        if ref.shape != n:
+            raise ValueError(f"reference has shape {ref.shape}, expected {n}")
+        ref_group = groups.mean(np.nan_to_num(ref, nan=0.0, posinf=0.0, neginf=0.0))
+        has_ref = groups.count(np.isfinite(ref)) == groups.sizes
+        base = np.where(has_ref, ref_group, base)
+    return groups.broadcast(np.maximum(per_group - base, 0.0))

@@ -123,6 +123,7 @@ class _Batch:
     is_anchor: np.ndarray
     pi: np.ndarray
     clusters: np.ndarray | None = None
+    screened: np.ndarray | None = None
 
 
 class RewardFusion:
@@ -267,6 +268,16 @@ class RewardFusion:
             raise RuntimeError("force_anchors needs a round: call select_anchors first")
         return self._record.force(trajectories)
 
+    def screen_anchors(self, executed: np.ndarray, member_pi: np.ndarray) -> np.ndarray:
+        """Execute only the ``executed`` members of the round's anchor groups (world-model
+        screening, :func:`~wmrl_env.fusion.screening.screen_members`), each with probability
+        ``member_pi`` given its group; the others are scored by the world model. Each
+        member's inclusion probability becomes ``pi_g * member_pi``. Returns the members to
+        execute, per trajectory. ``ppi`` needs ``member_pi > 0`` for every member."""
+        if self._record is None:
+            raise RuntimeError("screen_anchors needs a round: call select_anchors first")
+        return self._record.screen(executed, member_pi)
+
     def step(
         self,
         group_ids: Sequence[Any] | np.ndarray,
@@ -277,6 +288,7 @@ class RewardFusion:
         wm_valid: np.ndarray | None = None,
         inclusion_probabilities: np.ndarray | None = None,
         clusters: Sequence[Any] | np.ndarray | None = None,
+        screened: np.ndarray | None = None,
     ) -> FusionOutput:
         """Fuse one batch and end the round. ``real_scores`` is NaN where not executed.
 
@@ -294,6 +306,13 @@ class RewardFusion:
         an error); without a round, from ``inclusion_probabilities`` (anchors drawn by the
         caller), else uniform ``m / M`` (a simple random sample of groups).
 
+        ``screened`` (per trajectory; or recorded by :meth:`screen_anchors`): members of
+        anchor groups left unexecuted by world-model screening. Their group is then only
+        partly executed: the executed members are the anchors (``is_anchor`` per trajectory),
+        ``inclusion_probabilities`` are per member (``pi_g * pi_{i|g}``), and the others
+        are scored by the world model (``wmrl``: shrunk by ``lam`` towards their group's
+        calibrated mean, so a closed gate does not favour the executed members).
+
         ``metrics`` holds: ``n_groups``, ``n_anchor_groups``, ``n_anchor_trajectories``,
         ``n_failed``, ``n_wm_invalid``, ``n_pairs`` (calibration window), ``spearman``
         (window), ``calibration_fallback`` and ``calibration_reason``, ``residual_mse``
@@ -307,7 +326,14 @@ class RewardFusion:
         ``reward_mean``.
         """
         batch = self._validate(
-            group_ids, wm_scores, real_scores, failed, wm_valid, inclusion_probabilities, clusters
+            group_ids,
+            wm_scores,
+            real_scores,
+            failed,
+            wm_valid,
+            inclusion_probabilities,
+            clusters,
+            screened,
         )
         # lam and (for exact PPI) the map come from earlier steps only, so they are
         # independent of this step's anchor draw
@@ -461,8 +487,14 @@ class RewardFusion:
             # an anchor whose world-model score is invalid has nothing to rectify with
             return np.where(batch.is_anchor & ~batch.wm_valid, real / batch.pi, rewards)
         wm_stream = batch.wm if self.method == "denoise" else calibrated
-        if self.method == "wmrl":
-            wm_stream = lam * wm_stream  # the shrunk prediction lam * f~ (level set later)
+        if self.method == "wmrl":  # the shrunk prediction lam * f~ (level set later) ...
+            shrunk = lam * wm_stream
+            if batch.screened.any():  # ... beside real scores: at its group's level
+                groups, valid = batch.groups, ~np.isnan(wm_stream)
+                level = groups.broadcast(groups.mean(np.where(valid, wm_stream, 0.0), valid))
+                partial = groups.broadcast(groups.count(batch.screened) > 0)
+                shrunk = np.where(partial, level + lam * (wm_stream - level), shrunk)
+            wm_stream = shrunk
         return np.where(batch.is_anchor, real, wm_stream)
 
     @staticmethod
@@ -542,6 +574,7 @@ class RewardFusion:
         wm_valid: np.ndarray | None,
         inclusion_probabilities: np.ndarray | None,
         clusters: Sequence[Any] | np.ndarray | None = None,
+        screened: np.ndarray | None = None,
     ) -> _Batch:
         groups = GroupIndex.from_ids(group_ids)
         n = groups.inverse.size
@@ -577,15 +610,17 @@ class RewardFusion:
                 )
 
         executed = ~np.isnan(real) | failed
+        screened = self._screened(screened, n, executed)
         executed_per_group = groups.count(executed)
         anchored = executed_per_group > 0
-        partial = anchored & (executed_per_group < groups.sizes)
+        partial = anchored & (executed_per_group + groups.count(screened) < groups.sizes)
         if partial.any():
             raise ValueError(
                 f"group {groups.ids[np.flatnonzero(partial)[0]]!r} has real scores on some "
-                "members and NaN on others; mark failed executions with failed=True"
+                "members and NaN on others; mark failed executions with failed=True (and "
+                "members left out by screening with screened=True)"
             )
-        is_anchor = groups.broadcast(anchored)
+        is_anchor = groups.broadcast(anchored) & ~screened
         if self.method == "real" and not is_anchor.all():
             raise ValueError("method 'real' needs a real score (or failed=True) for every group")
         if self.method != "real" and (~wm_valid & ~is_anchor).any():
@@ -593,8 +628,33 @@ class RewardFusion:
                 "a world-model prediction marked invalid (wm_valid=False) is in a group that "
                 "was not executed: execute that group for real"
             )
-        pi = self._inclusion(group_ids, groups, anchored, inclusion_probabilities)
-        return _Batch(groups, wm, real, failed, wm_valid, is_anchor, pi, cluster_labels)
+        pi = self._inclusion(group_ids, groups, anchored, inclusion_probabilities, is_anchor)
+        if self.method == "ppi" and not (pi[screened] > 0).all():
+            raise ValueError(
+                "ppi needs every member of an anchor group to have a chance of execution: "
+                "members screened out with probability 0 (screening='top') leave the group "
+                "mean without an unbiased correction; screen with 'pps'"
+            )
+        return _Batch(groups, wm, real, failed, wm_valid, is_anchor, pi, cluster_labels, screened)
+
+    def _screened(self, given: np.ndarray | None, n: int, executed: np.ndarray) -> np.ndarray:
+        """Per trajectory, left unexecuted by screening: from the round's record (see
+        :meth:`screen_anchors`) or ``given``; such members must have no real score."""
+        if given is not None and self._record is not None:
+            raise ValueError(
+                "screened was passed, but this round's record holds the screening: use "
+                "screen_anchors or the screened argument, not both"
+            )
+        if given is not None:
+            screened = _as_bool("screened", given, n, default=False)
+        elif self._record is not None and self._record.screened.shape == (n,):
+            screened = self._record.screened
+        else:
+            screened = np.zeros(n, dtype=bool)
+        if (screened & executed).any():
+            index = int(np.flatnonzero(screened & executed)[0])
+            raise ValueError(f"trajectory {index} is marked screened out but has a real score")
+        return screened
 
     def _inclusion(
         self,
@@ -602,8 +662,10 @@ class RewardFusion:
         groups: GroupIndex,
         anchored: np.ndarray,
         given: np.ndarray | None,
+        is_anchor: np.ndarray,
     ) -> np.ndarray:
-        """Per-trajectory inclusion probability of each anchored group (see :meth:`step`)."""
+        """Per-trajectory inclusion probability of each anchored group (see :meth:`step`);
+        under screening, of each member (``is_anchor``: the members executed)."""
         n = groups.inverse.size
         record = self._record
         if given is not None:
@@ -634,7 +696,7 @@ class RewardFusion:
             pi = record.per_trajectory_pi()
         else:
             pi = np.full(n, int(anchored.sum()) / groups.num_groups)
-        anchored_pi = pi[groups.broadcast(anchored)]
+        anchored_pi = pi[is_anchor]
         if anchored_pi.size and not ((anchored_pi > 0) & (anchored_pi <= 1)).all():
             raise ValueError("inclusion probabilities of anchored groups must be in (0, 1]")
         return pi

@@ -2,8 +2,10 @@
 
 :meth:`RewardFusion.select_anchors` starts a record (the random draw, ``pi_g`` per group),
 :meth:`RewardFusion.force_anchors` adds groups executed with certainty (``pi_g = 1``, e.g.
-because their world-model prediction was invalid), and :meth:`RewardFusion.step` consumes it.
-It is the one place where inclusion probabilities live: PPI's unbiasedness rests on them.
+because their world-model prediction was invalid), :meth:`RewardFusion.screen_anchors`
+executes only some members of the drawn groups (``pi_{i|g}`` each,
+:mod:`~wmrl_env.fusion.screening`), and :meth:`RewardFusion.step` consumes it. It is the one
+place where inclusion probabilities live: PPI's unbiasedness rests on them.
 
 Example:
     >>> import numpy as np
@@ -13,6 +15,10 @@ Example:
     [True, True, True, True]
     >>> record.per_trajectory_pi().tolist()
     [0.5, 0.5, 1.0, 1.0]
+    >>> record.screen(np.array([True, False, True, True]), np.array([0.5, 0.5, 1, 1])).tolist()
+    [True, False, True, True]
+    >>> record.per_trajectory_pi().tolist(), record.screened.tolist()
+    ([0.25, 0.25, 1.0, 1.0], [False, True, False, False])
 """
 
 from __future__ import annotations
@@ -35,12 +41,22 @@ class AnchorRecord:
         drawn: per group, chosen by the random draw.
         pi: per group, the draw's inclusion probability (forced groups: 1).
         forced: per group, anchored with certainty.
+        member_pi: per trajectory, its probability of execution given its group is an
+            anchor (1 without screening).
+        screened: per trajectory, a member of an anchor group left unexecuted by screening.
     """
 
     group_ids: np.ndarray
     drawn: np.ndarray
     pi: np.ndarray
     forced: np.ndarray
+    member_pi: np.ndarray | None = None
+    screened: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = self.group_ids.shape
+        self.member_pi = np.ones(n) if self.member_pi is None else self.member_pi
+        self.screened = np.zeros(n, dtype=bool) if self.screened is None else self.screened
 
     @classmethod
     def draw(cls, group_ids: Any, drawn: np.ndarray, pi: np.ndarray) -> AnchorRecord:
@@ -69,18 +85,44 @@ class AnchorRecord:
         newly = groups.count(mask) > 0
         self.forced |= newly
         self.pi[newly] = 1.0
+        whole = groups.broadcast(newly)  # a forced group is executed whole
+        self.member_pi[whole], self.screened[whole] = 1.0, False
         return groups.broadcast(self.anchored)
 
+    def screen(self, executed: np.ndarray, member_pi: np.ndarray) -> np.ndarray:
+        """Execute only the ``executed`` members of the anchor groups, each drawn with
+        probability ``member_pi`` given its group (per trajectory; members of groups that are
+        not anchors are ignored). Returns the members executed, per trajectory."""
+        n = self.group_ids.shape
+        executed = np.asarray(executed)
+        member_pi = np.asarray(member_pi, dtype=np.float64)
+        if executed.dtype != bool or executed.shape != n or member_pi.shape != n:
+            raise ValueError(
+                f"screen_anchors needs a bool mask and member probabilities of shape {n}, "
+                f"got {executed.dtype} {executed.shape} and {member_pi.shape}"
+            )
+        anchor = self.groups.broadcast(self.anchored)
+        if not ((member_pi[anchor] >= 0) & (member_pi[anchor] <= 1)).all():
+            raise ValueError("member probabilities must be in [0, 1]")
+        if (executed & anchor & ~(member_pi > 0)).any():
+            raise ValueError("an executed member has member probability 0")
+        if (self.groups.count(executed & anchor) == 0)[self.anchored].any():
+            raise ValueError("screening must execute at least one member of every anchor group")
+        self.member_pi = np.where(anchor, member_pi, 1.0)
+        self.screened = anchor & ~executed
+        return anchor & executed
+
     def per_trajectory_pi(self) -> np.ndarray:
-        """Inclusion probability of each trajectory's group (0 for groups never anchored)."""
-        return self.groups.broadcast(np.where(self.anchored, self.pi, 0.0))
+        """Each trajectory's probability of execution: its group's inclusion probability
+        times its own given the group (0 for groups never anchored)."""
+        return self.groups.broadcast(np.where(self.anchored, self.pi, 0.0)) * self.member_pi
 
     def matches(self, group_ids: Any) -> bool:
         other = np.asarray(group_ids)
         return other.shape == self.group_ids.shape and bool(np.all(other == self.group_ids))
 
     def state_dict(self) -> dict[str, Any]:
-        fields = ("group_ids", "drawn", "pi", "forced")
+        fields = ("group_ids", "drawn", "pi", "forced", "member_pi", "screened")
         return {key: getattr(self, key).copy() for key in fields}
 
     @classmethod

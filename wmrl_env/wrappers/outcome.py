@@ -3,9 +3,13 @@
 Data flow of ``step(actions)``:
 
 1. the anchor groups' members are submitted to the real env (non-blocking: they run while
-   the world model works), each starting exactly like its group; with uncertainty-driven
-   anchors (``anchor_priority="uncertainty"``) the world model predicts first and the fusion
-   draws the anchors with priorities from its std (:func:`~wmrl_env.fusion.uncertainty_priorities`);
+   the world model works), each starting exactly like its group; with prediction-driven
+   anchors (``anchor_priority="uncertainty"`` or ``"ucb"``) the world model predicts first
+   and the fusion draws the anchors with priorities from its std
+   (:func:`~wmrl_env.fusion.uncertainty_priorities`) or its upper bound
+   (:func:`~wmrl_env.fusion.ucb_priorities`); with screening (``execute_per_group``) only
+   ``k`` members of each anchor group are submitted, chosen by their upper bound
+   (:func:`~wmrl_env.fusion.screen_members`, recorded by ``RewardFusion.screen_anchors``);
 2. one batched ``world_model.predict(contexts, artifacts)`` scores every env;
 3. groups with an invalid prediction (NaN, inf, out of range) are executed for real too, as
    anchors with inclusion probability 1 (``RewardFusion.force_anchors``);
@@ -24,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.executors.base import ExecResult
-from wmrl_env.fusion import uncertainty_priorities
+from wmrl_env.fusion import screen_members, ucb_priorities, uncertainty_priorities
 from wmrl_env.world_models.base import Prediction, learn_from_real_scores
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
@@ -48,9 +52,14 @@ class OutcomeRound(Round):
 
         submitted_at = time.perf_counter()
         early = None
-        if self.anchors is None:  # uncertainty-driven: the draw needs this step's prediction
+        selection = setup.selection
+        if self.anchors is None or selection.execute_per_group is not None:
+            # prediction-driven anchors or screening: they need this step's prediction
             early = predict_outcome(setup.world_model, contexts, actions, setup.score_range)
+        if self.anchors is None:
             self.anchors = self._draw_anchors(early[0])
+        if selection.execute_per_group is not None:
+            self.anchors = self._screen(early[0])
         indices = list(np.flatnonzero(self.anchors))
         futures = self._submit(indices, actions)  # they run while the world model predicts
         prediction, wm_seconds = early or predict_outcome(
@@ -100,15 +109,44 @@ class OutcomeRound(Round):
         )
 
     def _draw_anchors(self, prediction: Prediction) -> np.ndarray:
-        """Anchors drawn with priorities from the world model's predictive std."""
-        if prediction.std is None:
+        """Anchors drawn with priorities from the world model's predictive std
+        (``"uncertainty"``) or from each group's upper bound above the best real score
+        found so far in its context (``"ucb"``)."""
+        selection = self.setup.selection
+        group_ids = self.setup.layout.group_ids
+        if selection.priority == "ucb":
+            priorities = ucb_priorities(
+                group_ids,
+                np.where(prediction.valid, prediction.scores, np.nan),
+                prediction.std,
+                selection.ucb_kappa,
+                selection.reference,
+            )
+        elif prediction.std is None:
             raise ValueError(
                 "anchor_priority='uncertainty' needs a world model that returns a std "
                 "(predict -> (scores, std) or a Prediction with std)"
             )
-        group_ids = self.setup.layout.group_ids
-        priorities = uncertainty_priorities(group_ids, prediction.std)
+        else:
+            priorities = uncertainty_priorities(group_ids, prediction.std)
         return np.asarray(self.setup.fusion.select_anchors(group_ids, priorities), dtype=bool)
+
+    def _screen(self, prediction: Prediction) -> np.ndarray:
+        """The members of the anchor groups to execute: ``execute_per_group`` of each, by
+        their upper bound ``s + ucb_kappa * std`` (a group with an invalid prediction is
+        executed whole); the fusion records each member's probability."""
+        selection = self.setup.selection
+        std = np.zeros(len(prediction)) if prediction.std is None else prediction.std
+        upper = np.where(prediction.valid, prediction.scores + selection.ucb_kappa * std, np.nan)
+        executed, member_pi = screen_members(
+            self.setup.layout.group_ids,
+            upper,
+            selection.execute_per_group,
+            selection.rng,
+            selection.screening,
+            self.setup.fusion.uniform_mix,
+        )
+        return np.asarray(self.setup.fusion.screen_anchors(executed, member_pi), dtype=bool)
 
     def _submit(self, indices: list[int], actions: list[Any]) -> list[Future[ExecResult]]:
         group_ids = self.setup.layout.group_ids

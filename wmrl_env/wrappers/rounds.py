@@ -27,6 +27,7 @@ from wmrl_env.wrappers.starts import GroupStarts
 
 __all__ = [
     "NOT_EXECUTED",
+    "AnchorSelection",
     "InfrastructureFailureError",
     "InfrastructureHealth",
     "RealRecord",
@@ -73,6 +74,20 @@ class InfrastructureHealth:
 
 
 @dataclass
+class AnchorSelection:
+    """How an outcome round picks what to execute from its prediction (see
+    :class:`~wmrl_env.wrappers.vector.WorldModelVectorEnv`'s ``anchor_priority``,
+    ``ucb_kappa``, ``execute_per_group`` and ``screening``)."""
+
+    priority: str = "uniform"
+    ucb_kappa: float = 1.0
+    reference: np.ndarray | None = None  # per env: best real score of its context so far
+    execute_per_group: int | None = None
+    screening: str = "pps"
+    rng: np.random.Generator | None = None  # the screening draw's
+
+
+@dataclass
 class RoundSetup:
     """Everything a round needs, fixed at ``reset``."""
 
@@ -86,6 +101,7 @@ class RoundSetup:
     failed_reward: float = math.nan
     failure_score: float = math.nan  # a program failure's real score (NaN: left out)
     health: InfrastructureHealth | None = None
+    selection: AnchorSelection = field(default_factory=AnchorSelection)
 
 
 @dataclass

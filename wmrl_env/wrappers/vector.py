@@ -21,20 +21,21 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from wmrl_env.env_executors.gym_env import Backend, GymEnvExecutor
-from wmrl_env.fusion import RewardFusion
+from wmrl_env.fusion import SCREENINGS, RewardFusion
 from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.info import add_per_env
 from wmrl_env.wrappers.outcome import OutcomeRound
-from wmrl_env.wrappers.rounds import InfrastructureHealth, Round, RoundSetup
+from wmrl_env.wrappers.rounds import AnchorSelection, InfrastructureHealth, Round, RoundSetup
 from wmrl_env.wrappers.starts import reset_groups
 from wmrl_env.wrappers.world_model_calls import task_kind
 
 __all__ = ["WorldModelVectorEnv"]
 
 ANCHOR_STREAM = 0xA7C  # second word of the anchor draw's seed: independent of the starts
-ANCHOR_PRIORITIES = ("uniform", "uncertainty")
+SCREEN_STREAM = 0x5C2  # second word of the screening draw's seed
+ANCHOR_PRIORITIES = ("uniform", "uncertainty", "ucb")
 
 
 class WorldModelVectorEnv(VectorEnv):
@@ -72,7 +73,26 @@ class WorldModelVectorEnv(VectorEnv):
         anchor_priority: ``"uniform"`` (default: anchors drawn at ``reset``) or
             ``"uncertainty"`` (outcome tasks): anchors drawn at ``step`` with priorities from
             the world model's predictive std, with exact inclusion probabilities (PPI stays
-            unbiased); ``info["is_anchor"]`` at reset is then all ``False``.
+            unbiased); ``info["is_anchor"]`` at reset is then all ``False``. ``"ucb"``
+            (outcome tasks): likewise at ``step``, each group's priority its upper bound
+            ``max_i (s_i + ucb_kappa * std_i)`` above the best real score executed so far in
+            its context (:func:`~wmrl_env.fusion.ucb_priorities`), exact inclusion
+            probabilities, PPI unbiased.
+        ucb_kappa: ``kappa`` of the upper bound ``s + kappa * std`` used by ``"ucb"`` and by
+            screening (0: the world model's mean alone; a world model without a std is read
+            as std 0).
+        execute_per_group: world-model screening (outcome tasks): execute only this many
+            members of each anchor group (fewer than ``group_size``), chosen by their upper
+            bound; the others are scored by the fusion. Default ``None``: every member.
+        screening: how screening chooses them: ``"pps"`` (default) draws them by systematic
+            PPS within the group with exact probabilities ``pi_{i|g}`` (mixed with uniform
+            by the fusion's ``uniform_mix``): each member's inclusion probability is
+            ``pi_g * pi_{i|g}`` and PPI's correction stays unbiased for every member's real
+            reward, the group mean and the advantages. ``"top"`` executes the
+            ``execute_per_group`` highest upper bounds: a deterministic selection by the world
+            model, best for finding good artifacts, but the members left out have
+            probability 0, so no estimator of the group mean is unbiased (refused with
+            ``ppi``). See ``docs/fusion.md``.
 
     Example:
         >>> import gymnasium as gym
@@ -117,27 +137,45 @@ class WorldModelVectorEnv(VectorEnv):
         max_infrastructure_failures: int = 32,
         update_world_model: bool = True,
         anchor_priority: str = "uniform",
+        ucb_kappa: float = 1.0,
+        execute_per_group: int | None = None,
+        screening: str = "pps",
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
             raise ValueError(
                 f"anchor_priority must be one of {ANCHOR_PRIORITIES}, got {anchor_priority!r}"
             )
+        _check_screening(ucb_kappa, execute_per_group, screening, group_size)
         self.layout = GroupLayout(num_groups, group_size)
         self.num_groups, self.group_size = num_groups, group_size
         self.num_envs = self.layout.num_envs
         self.world_model = world_model
         self.kind = task_kind(world_model, task)
-        if anchor_priority == "uncertainty" and self.kind != "outcome":
+        if anchor_priority != "uniform" and self.kind != "outcome":
             raise ValueError(
-                "anchor_priority='uncertainty' needs an outcome task: multi-step tasks run their "
-                "anchors from the first step, before any prediction"
+                f"anchor_priority={anchor_priority!r} needs an outcome task: multi-step tasks "
+                "run their anchors from the first step, before any prediction"
+            )
+        if execute_per_group is not None and self.kind != "outcome":
+            raise ValueError(
+                "execute_per_group (screening) needs an outcome task: multi-step tasks run "
+                "their anchors from the first step, before any prediction"
             )
         self.anchor_priority = anchor_priority
+        self.ucb_kappa = float(ucb_kappa)
+        self.execute_per_group = execute_per_group
+        self.screening = screening
         self.fusion = fusion if fusion is not None else RewardFusion(method="wmrl")
-        for method in ("select_anchors", "force_anchors", "step"):
+        for method in ("select_anchors", "force_anchors", "screen_anchors", "step"):
             if not callable(getattr(self.fusion, method, None)):
                 raise TypeError(f"fusion must be a RewardFusion, got {self.fusion!r}")
+        if execute_per_group is not None and screening == "top" and self.fusion.method == "ppi":
+            raise ValueError(
+                "screening='top' cannot be used with method 'ppi': members left out with "
+                "probability 0 have no unbiased correction; use screening='pps'"
+            )
+        self._screen_rng = np.random.default_rng()
         if score_range is not None and not score_range[0] < score_range[1]:
             raise ValueError(f"score_range must be (low, high) with low < high, got {score_range}")
         self.score_range = score_range
@@ -202,9 +240,10 @@ class WorldModelVectorEnv(VectorEnv):
             self._np_random, self._np_random_seed = seeding.np_random(seed)
             if seed is not None:  # same seed, same anchors (a stream apart from the starts')
                 self.fusion.reseed([seed, ANCHOR_STREAM])
+                self._screen_rng = np.random.default_rng([seed, SCREEN_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
-        anchors = None  # uncertainty-driven anchors are drawn at step, from the prediction
+        anchors = None  # prediction-driven anchors are drawn at step, from the prediction
         if self.anchor_priority == "uniform":
             anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
         setup = RoundSetup(
@@ -218,6 +257,14 @@ class WorldModelVectorEnv(VectorEnv):
             failed_reward=self.failed_reward,
             failure_score=self.failure_score,
             health=self.health,
+            selection=AnchorSelection(
+                priority=self.anchor_priority,
+                ucb_kappa=self.ucb_kappa,
+                reference=self._best_so_far(starts.observations),
+                execute_per_group=self.execute_per_group,
+                screening=self.screening,
+                rng=self._screen_rng,
+            ),
         )
         if self.kind == "outcome":
             self._round = OutcomeRound(setup, self.update_world_model)
@@ -272,6 +319,11 @@ class WorldModelVectorEnv(VectorEnv):
             best_executed_action=np.array([b[1] for b in best] + [None], dtype=object)[:-1],
         )
 
+    def _best_so_far(self, observations: list[Any]) -> np.ndarray:
+        """Per env, the best real score executed so far in its group's context (NaN: none)."""
+        best = [self.best_executed.get(_context_key(o), (math.nan, None))[0] for o in observations]
+        return np.repeat(np.array(best, dtype=np.float64), self.group_size)
+
     def _batch(self, observations: list[Any]) -> Any:
         empty = create_empty_array(self.single_observation_space, self.num_envs)
         return concatenate(self.single_observation_space, observations, empty)
@@ -291,6 +343,24 @@ class WorldModelVectorEnv(VectorEnv):
         return (
             f"WorldModelVectorEnv({self.kind}, num_groups={self.num_groups}, "
             f"group_size={self.group_size}, fusion={getattr(self.fusion, 'method', '?')})"
+        )
+
+
+def _check_screening(
+    ucb_kappa: float, execute_per_group: int | None, screening: str, group_size: int
+) -> None:
+    if not (isinstance(ucb_kappa, (int, float)) and math.isfinite(ucb_kappa) and ucb_kappa >= 0):
+        raise ValueError(f"ucb_kappa must be a finite number >= 0, got {ucb_kappa!r}")
+    if screening not in SCREENINGS:
+        raise ValueError(f"screening must be one of {SCREENINGS}, got {screening!r}")
+    if execute_per_group is None:
+        return
+    if isinstance(execute_per_group, bool) or not isinstance(execute_per_group, (int, np.integer)):
+        raise ValueError(f"execute_per_group must be an int or None, got {execute_per_group!r}")
+    if not 1 <= execute_per_group < group_size:
+        raise ValueError(
+            f"execute_per_group must be in [1, group_size - 1 = {group_size - 1}] (screening "
+            f"executes fewer members than a group holds), got {execute_per_group}"
         )
 
 
