@@ -71,7 +71,7 @@ class OutcomeRound(Round):
         )
 
         info: dict[str, Any] = {}
-        rewards = self.fuse(prediction.scores, prediction.valid, info)
+        rewards = self.fuse(prediction.scores, prediction.valid, info, prediction.std)
         self.real_info(info)
         add_per_env(
             info,

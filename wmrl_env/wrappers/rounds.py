@@ -173,8 +173,15 @@ class Round(abc.ABC):
         """Anchor ``groups`` (per-group mask) with certainty: the fusion records ``pi = 1``."""
         self.setup.fusion.force_anchors(self.setup.layout.members(groups))
 
-    def fuse(self, wm_scores: np.ndarray, wm_valid: np.ndarray, info: dict[str, Any]) -> np.ndarray:
-        """End the round: fuse the scores, fill ``info``, return the rewards to hand out."""
+    def fuse(
+        self,
+        wm_scores: np.ndarray,
+        wm_valid: np.ndarray,
+        info: dict[str, Any],
+        wm_std: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """End the round: fuse the scores, fill ``info``, return the rewards to hand out.
+        ``wm_std``: the world model's predictive std (the gate's weighted least squares)."""
         setup, real = self.setup, self.real
         out = setup.fusion.step(
             setup.layout.group_ids,
@@ -183,6 +190,7 @@ class Round(abc.ABC):
             failed=real.failed,
             wm_valid=wm_valid,
             clusters=self.clusters(),
+            wm_std=wm_std,
         )
         self.done = True
         add_per_env(
