@@ -26,6 +26,20 @@ def history(fusion: RewardFusion, world: SyntheticWorld, rng, steps: int = 10) -
         fusion.step(b.group_ids, b.wm_scores, np.where(anchors, b.real_scores, np.nan))
 
 
+def fuse_with_known(fusion, b, known, executed, **kwargs):
+    """One step in which the members with a known outcome have no world-model prediction
+    (an unparseable program) and are never executed."""
+    valid = np.isnan(known)
+    return fusion.step(
+        b.group_ids,
+        np.where(valid, b.wm_scores, np.nan),
+        np.where(executed & valid, b.real_scores, np.nan),
+        wm_valid=valid,
+        known_scores=known,
+        **kwargs,
+    )
+
+
 @pytest.mark.parametrize("method", ["wmrl", "ppi", "debias"])
 def test_a_known_failure_keeps_its_group_unexecuted_and_below_its_mean(method: str) -> None:
     world = SyntheticWorld(num_groups=8, group_size=4)
@@ -37,16 +51,7 @@ def test_a_known_failure_keeps_its_group_unexecuted_and_below_its_mean(method: s
     member = int(np.flatnonzero(b.group_ids == target)[0])
     known = np.full(b.group_ids.size, np.nan)
     known[member] = FAILURE
-    valid = np.ones(b.group_ids.size, dtype=bool)
-    valid[member] = False  # the world model cannot read an unparseable program
-    wm = np.where(valid, b.wm_scores, np.nan)
-    out = fusion.step(
-        b.group_ids,
-        wm,
-        np.where(anchors, b.real_scores, np.nan),
-        wm_valid=valid,
-        known_scores=known,
-    )
+    out = fuse_with_known(fusion, b, known, anchors)
     group = b.group_ids == target
     assert not out.is_anchor[group].any()  # not forced: nothing of the group was executed
     assert out.rewards[member] == FAILURE
@@ -87,21 +92,12 @@ def test_ppi_stays_exactly_unbiased_with_known_members() -> None:
     b = world.sample(rng)
     known = np.full(32, np.nan)
     known[[1, 6, 13, 30]] = FAILURE
-    valid = np.isnan(known)
-    wm = np.where(valid, b.wm_scores, np.nan)
-    truth = np.where(valid, b.real_scores, known)
+    truth = np.where(np.isnan(known), b.real_scores, known)
     draws = []
     for subset in combinations(range(8), 2):
         fusion.load_state_dict(state)
-        chosen = np.isin(b.group_ids, subset) & valid
-        out = fusion.step(
-            b.group_ids,
-            wm,
-            np.where(chosen, b.real_scores, np.nan),
-            wm_valid=valid,
-            known_scores=known,
-            inclusion_probabilities=np.full(32, 0.25),
-        )
+        chosen = np.isin(b.group_ids, subset)
+        out = fuse_with_known(fusion, b, known, chosen, inclusion_probabilities=np.full(32, 0.25))
         draws.append(out.rewards)
     np.testing.assert_allclose(np.mean(draws, axis=0), truth, atol=1e-12)
 
