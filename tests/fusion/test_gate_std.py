@@ -125,3 +125,16 @@ def test_bad_wm_std() -> None:
     assert out.is_anchor[:2].all()
     with pytest.raises(ValueError, match="gate_std"):
         RewardFusion(gate_std="maybe")
+
+
+def test_the_regime_model_reports_a_std_to_the_gate() -> None:
+    from wmrl_env.fusion.regime import Regime, train
+
+    regime = Regime(rounds=6, noise_spread=1.0)
+    trace: list[dict] = []
+    score, executions = train(regime, "wmrl", "fair", 0, trace, wm_std="informative")
+    assert 0 < score <= 1 and executions == 6 * 16
+    plain = Regime(rounds=6)
+    assert train(plain, "wmrl", "fair", 0) == train(plain, "wmrl", "fair", 0, wm_std="none")
+    with pytest.raises(ValueError, match="wm_std"):
+        train(regime, "wmrl", "fair", 0, wm_std="honest")
