@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,7 @@ class RoundSetup:
     failed_reward: float = math.nan
     failure_score: float = math.nan  # a program failure's real score (NaN: left out)
     health: InfrastructureHealth | None = None
+    known_failure: Callable[[Any], bool] | None = None  # outcome tasks: fails without a run
 
 
 @dataclass
@@ -179,9 +180,11 @@ class Round(abc.ABC):
         wm_valid: np.ndarray,
         info: dict[str, Any],
         wm_std: np.ndarray | None = None,
+        known_scores: np.ndarray | None = None,
     ) -> np.ndarray:
         """End the round: fuse the scores, fill ``info``, return the rewards to hand out.
-        ``wm_std``: the world model's predictive std (the gate's weighted least squares)."""
+        ``wm_std``: the world model's predictive std (the gate's weighted least squares);
+        ``known_scores``: outcomes known without execution (NaN elsewhere)."""
         setup, real = self.setup, self.real
         out = setup.fusion.step(
             setup.layout.group_ids,
@@ -191,6 +194,7 @@ class Round(abc.ABC):
             wm_valid=wm_valid,
             clusters=self.clusters(),
             wm_std=wm_std,
+            known_scores=known_scores,
         )
         self.done = True
         add_per_env(

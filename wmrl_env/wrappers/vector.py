@@ -73,6 +73,10 @@ class WorldModelVectorEnv(VectorEnv):
             ``"uncertainty"`` (outcome tasks): anchors drawn at ``step`` with priorities from
             the world model's predictive std, with exact inclusion probabilities (PPI stays
             unbiased); ``info["is_anchor"]`` at reset is then all ``False``.
+        known_failure: ``action -> bool`` (outcome tasks), True for an artifact that certainly
+            fails without running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse` for
+            program text): it scores ``failure_score`` unexecuted, its group is not forced to
+            execute, and it is no evidence for the fusion (``known_scores``).
 
     Example:
         >>> import gymnasium as gym
@@ -117,6 +121,7 @@ class WorldModelVectorEnv(VectorEnv):
         max_infrastructure_failures: int = 32,
         update_world_model: bool = True,
         anchor_priority: str = "uniform",
+        known_failure: Callable[[Any], bool] | None = None,
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
@@ -145,6 +150,11 @@ class WorldModelVectorEnv(VectorEnv):
         if failure_score is None:
             failure_score = score_range[0] if score_range is not None else math.nan
         self.failure_score = float(failure_score)
+        if known_failure is not None and self.kind != "outcome":
+            raise ValueError("known_failure needs an outcome task (an action is the artifact)")
+        if known_failure is not None and math.isnan(self.failure_score):
+            raise ValueError("known_failure needs a failure_score (or score_range) to score with")
+        self.known_failure = known_failure
         self.health = InfrastructureHealth(max_infrastructure_failures)
         self.update_world_model = update_world_model
         if isinstance(executor, GymEnvExecutor):
@@ -218,6 +228,7 @@ class WorldModelVectorEnv(VectorEnv):
             failed_reward=self.failed_reward,
             failure_score=self.failure_score,
             health=self.health,
+            known_failure=self.known_failure,
         )
         if self.kind == "outcome":
             self._round = OutcomeRound(setup, self.update_world_model)
