@@ -152,6 +152,7 @@ def run_arm(
                 real,
                 wm_valid=prediction.valid,
                 inclusion_probabilities=pi[group_ids],
+                wm_std=prediction.std,  # the gate weighs anchor pairs by it
             )
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])
