@@ -17,7 +17,10 @@ gated arms also ``[λ mean weight / λ̂ mean pooled slope]`` over every round o
         [--wm-gate evidence|off]
 
 ``--wm-gate off`` runs the fusion without the evidence gate (wmrl: lam = 1; ppi: the
-per-step power-tuned lam), for comparison.
+per-step power-tuned lam), for comparison. ``--noise-spread S`` makes the world model's
+noise heteroscedastic (each (task, program)'s std times lognormal(0, S)); ``--wm-std`` is the
+predictive std it reports to the gate (``none``, ``informative``, ``random``) and
+``--gate-std`` whether the gate weighs pairs by it (``wls``) or not (``ignore``).
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--arms", nargs="+", default=["anchors", "wmrl", "ppi"])
     parser.add_argument("--qualities", nargs="+", default=list(QUALITIES))
+    parser.add_argument("--noise-spread", type=float, default=0.0)
+    parser.add_argument("--wm-std", default="none", choices=["none", "informative", "random"])
+    parser.add_argument("--gate-std", default="wls", choices=["wls", "ignore"])
     args = parser.parse_args()
-    regime = Regime(rounds=args.rounds)
+    regime = Regime(rounds=args.rounds, noise_spread=args.noise_spread)
+    options = {"wm_gate": args.wm_gate, "gate_std": args.gate_std}
     warnings.simplefilter("ignore")
     start = time.perf_counter()
     print(f"| world model | within-task Spearman | {' | '.join(args.arms)} |")
@@ -52,7 +59,7 @@ def main() -> None:
                 continue
             traces: list[list[dict]] = [[] for _ in range(args.seeds)]
             results = [
-                train(regime, arm, quality, seed, traces[seed], wm_gate=args.wm_gate)
+                train(regime, arm, quality, seed, traces[seed], args.wm_std, **options)
                 for seed in range(args.seeds)
             ]
             scores = np.array([score for score, _ in results])

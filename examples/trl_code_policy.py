@@ -38,6 +38,7 @@ from wmrl_env.code_policy import (
     summarise,
     task_prompt,
 )
+from wmrl_env.sandboxes import does_not_parse
 from wmrl_env.utils.args import parse_args
 
 ARMS = ("real", "anchors", "wmrl", "ppi")
@@ -66,6 +67,13 @@ class Args:
     live_workers: int = field(default=2, metadata={"help": "warm sandbox workers"})
     cache_dir: str = field(default="runs/code_policy", metadata={"help": "cloned policies"})
     out_dir: str = field(default="runs/trl_code_policy", metadata={"help": "results"})
+    known_failures: bool = field(
+        default=True,
+        metadata={
+            "help": "score programs that do not parse as failures without executing them "
+            "(false: their invalid prediction forces the whole group to execute)"
+        },
+    )
 
 
 def evaluate(model, tokenizer, tasks, executor, args) -> dict:
@@ -143,7 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
             returned = super().__call__(prompts, completions, **kwargs)
             call = self.last_call
             rows = []
-            for i in np.flatnonzero(call.is_anchor):
+            for i in np.flatnonzero(call.is_anchor & ~call.known_failure):
                 job_hash = get_task(kwargs["task_id"][i]).make_job(completions[i]).tags
                 rows.append(
                     {
@@ -154,8 +162,14 @@ def main(argv: list[str] | None = None) -> dict:
                     }
                 )
             seconds = sum(r.exec_seconds for r in call.results)
+            record = {
+                "executed": rows,
+                "exec_seconds": seconds,
+                "known_failures": int(call.known_failure.sum()),
+                "forced_groups": _forced_groups(call) if fused else 0,
+            }
             with open(calls_path, "a") as file:
-                file.write(json.dumps({"executed": rows, "exec_seconds": seconds}) + "\n")
+                file.write(json.dumps(record) + "\n")
             return returned
 
     reward = LoggedReward(
@@ -165,6 +179,7 @@ def main(argv: list[str] | None = None) -> dict:
         to_context=lambda prompt, task_id: get_task(task_id).description,
         fusion=fusion,
         update_world_model=fused,
+        known_failure=does_not_parse if args.known_failures else None,
     )
 
     # 3. GRPO through TRL: prompts in task order, one group per task and step. GPT-2's
@@ -220,6 +235,8 @@ def main(argv: list[str] | None = None) -> dict:
         "real_executions": len(executed),
         "real_exec_seconds": sum(call["exec_seconds"] for call in calls),
         "wall_seconds": time.perf_counter() - start,
+        "known_failures": sum(call.get("known_failures", 0) for call in calls),
+        "forced_groups": sum(call.get("forced_groups", 0) for call in calls),
         "off_grid_executed": len(off_grid),
         "wm_spearman_off_grid": _spearman(
             [r["wm"] for r in off_grid], [r["real"] for r in off_grid]
@@ -228,6 +245,13 @@ def main(argv: list[str] | None = None) -> dict:
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _forced_groups(call) -> int:
+    """Groups executed with certainty (inclusion probability 1: an invalid prediction) in a
+    fused arm, whose draw has probabilities below 1."""
+    forced = call.fusion.is_anchor & (call.fusion.inclusion == 1)
+    return int(np.unique(call.group_ids[forced]).size)
 
 
 def _spearman(x: list[float], y: list[float]) -> float:

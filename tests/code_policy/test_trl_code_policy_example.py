@@ -47,10 +47,12 @@ def test_two_grpo_steps_record_scores_executions_and_a_checkpoint(tmp_path) -> N
     for record in (result["before"], result["after"]):
         assert all(0.0 <= s <= 1.0 for s in record["greedy"].values())
         assert record["sampled"]["samples"] == 2.0
-    # one anchored group (of 2 programs) per step at least, each logged once
+    # one anchored group (of 2 programs) per step at least, each logged once: executed, or
+    # scored as a known failure without running (the tiny clone writes mostly unparseable text)
     calls = [json.loads(line) for line in (run / "calls.jsonl").read_text().splitlines()]
     assert len(calls) == 2 and result["real_executions"] == sum(len(c["executed"]) for c in calls)
-    assert result["real_executions"] >= 4
+    assert result["known_failures"] == sum(c["known_failures"] for c in calls)
+    assert result["real_executions"] + result["known_failures"] >= 4
     assert (run / "grpo" / "checkpoint-2" / "wmrl_state.pkl").is_file()
     assert (run / "final" / "config.json").is_file()  # the after-scores are of the saved model
     assert len(list((tmp_path / "cache").iterdir())) == 1  # the clone, cached for the next run

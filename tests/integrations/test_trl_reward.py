@@ -282,3 +282,70 @@ def test_chat_prompts_group_and_render(tiny_lm) -> None:
     assert reward.last_call.group_ids.tolist() == [0, 0]
     assert values == [0.0, 0.0]  # one group, identical scores: zero advantage
     assert json.dumps(values)
+
+
+class ParseAwareModel:
+    """A world model that cannot read a program that does not parse (like v2 / v3)."""
+
+    def predict(self, contexts, artifacts):
+        from wmrl_env.sandboxes import does_not_parse
+        from wmrl_env.world_models.base import Prediction
+
+        valid = np.array([not does_not_parse(a) for a in artifacts])
+        scores = np.array(
+            [len(a) / 10 if ok else np.nan for a, ok in zip(artifacts, valid, strict=True)]
+        )
+        reasons = ["" if ok else "unparseable" for ok in valid]
+        return Prediction(scores, std=np.full(len(artifacts), 0.1), valid=valid, reasons=reasons)
+
+
+def program_job(prompt: str, completion: str, target: int = 0) -> Job:
+    """Runs the completion itself, then scores 1 (a program that does not parse crashes)."""
+    program = completion + "\nimport json\njson.dump({'score': 1.0}, open('score.json', 'w'))\n"
+    return Job(program, output_files=SCORE.files, scorer=SCORE, timeout_s=30)
+
+
+PROGRAMS = ["x = 1", "x = (", "x = 22", "x = 333"]
+
+
+@pytest.mark.parametrize("drawn", [False, True])
+def test_an_unparseable_program_fails_without_forcing_its_group(drawn: bool) -> None:
+    """Issue 23: before, its invalid prediction forced the whole group to execute (issue 28:
+    ~40 % of the code policy's groups). Now it scores the failure score unexecuted, below
+    its group's mean; a drawn group executes its other members only."""
+    from wmrl_env.integrations.trl import WorldModelReward
+    from wmrl_env.sandboxes import does_not_parse
+
+    fraction = 1.0 if drawn else 0.0
+    fusion = RewardFusion(method="wmrl", anchor_fraction=fraction, min_anchor_groups=0, seed=0)
+    with LocalSandbox(timeout_s=30, memory_mb=512) as sandbox:
+        reward = WorldModelReward(
+            ParseAwareModel(),
+            sandbox,
+            program_job,
+            fusion=fusion,
+            score_range=(0.0, 1.0),
+            known_failure=does_not_parse,
+        )
+        values = reward(["p"] * 4, PROGRAMS)
+    call = reward.last_call
+    assert call.known_failure.tolist() == [False, True, False, False]
+    assert len(call.results) == (3 if drawn else 0)  # the known failure never runs
+    assert call.is_anchor.all() == drawn
+    assert call.fusion.rewards[1] == 0.0  # the failure score
+    assert all(v is not None for v in values)
+    assert values[1] < np.mean(values) and values[1] == min(values)
+
+
+def test_without_known_failure_an_unparseable_program_still_forces_its_group() -> None:
+    from wmrl_env.integrations.trl import WorldModelReward
+
+    fusion = RewardFusion(method="wmrl", anchor_fraction=0.0, min_anchor_groups=0, seed=0)
+    with LocalSandbox(timeout_s=30, memory_mb=512) as sandbox:
+        reward = WorldModelReward(
+            ParseAwareModel(), sandbox, program_job, fusion=fusion, score_range=(0.0, 1.0)
+        )
+        reward(["p"] * 4, PROGRAMS)
+    call = reward.last_call
+    assert call.is_anchor.all() and len(call.results) == 4
+    assert call.results[1].status.is_program_failure and call.real_scores[1] == 0.0

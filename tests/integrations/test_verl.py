@@ -134,9 +134,10 @@ def make_batch(tokenizer, step: int, responses: list[str], targets: list[int]):
 
 
 def step_inputs(step: int):
-    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program, the
-    first non-anchor group an invalid prediction of a program that runs and one of a program
-    that crashes, all chosen from verl_setup's anchor draw."""
+    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program and a
+    known failure, the first non-anchor group an invalid prediction of a program that runs,
+    one of a program that crashes, and a known failure, all chosen from verl_setup's anchor
+    draw."""
     import verl_setup
 
     from wmrl_env.integrations.verl import anchor_draw
@@ -154,31 +155,37 @@ def step_inputs(step: int):
     first_model = anchors.index(False) if False in anchors else None
     if first_anchor is not None:
         responses[first_anchor * GROUP_SIZE] = "crash" + responses[first_anchor * GROUP_SIZE]
+        responses[first_anchor * GROUP_SIZE + 1] = "crash!" + responses[first_anchor * GROUP_SIZE]
     if first_model is not None:
         responses[first_model * GROUP_SIZE + 1] = "?" + responses[first_model * GROUP_SIZE + 1]
         responses[first_model * GROUP_SIZE + 2] = "crash?" + responses[first_model * GROUP_SIZE + 2]
+        responses[first_model * GROUP_SIZE + 3] = "crash!" + responses[first_model * GROUP_SIZE + 3]
     return responses, targets, np.repeat(anchors, GROUP_SIZE)
 
 
 def reference(uids, responses, targets, anchors, fusion: RewardFusion) -> np.ndarray:
     """The advantages the fusion gives when fed the known truth directly, row by row: a crash
-    scores 0 (the failure score), anchored or not; a non-anchored invalid prediction of a
-    program that runs is left out."""
+    scores 0 (the failure score), anchored or not; a known failure ("crash!") is never run and
+    a non-anchored invalid prediction is run alone: both are known outcomes (the sample's
+    reward, no evidence), and no row is left out."""
     import verl_setup
 
     crash = np.array(["crash" in r for r in responses])
+    known_failure = np.array(["crash!" in r for r in responses])
     wm = np.array([verl_setup.wm_score(r) for r in responses])
-    wm = np.where(~anchors & crash, 0.0, wm)  # executed alone: a known failure
     valid = np.isfinite(wm)
     truth = [verl_setup.true_score(r, t) for r, t in zip(responses, targets, strict=True)]
-    real = np.where(anchors, np.where(crash, 0.0, truth), np.nan)
-    included = valid | anchors
+    outcome = np.where(crash, 0.0, truth)
+    known = np.where(known_failure, 0.0, np.where(~anchors & ~valid, outcome, np.nan))
+    real = np.where(anchors & ~known_failure, outcome, np.nan)
+    included = valid | anchors | np.isfinite(known)
     out = fusion.step(
         uids[included],
         np.where(valid, wm, np.nan)[included],
         real[included],
         wm_valid=valid[included],
         inclusion_probabilities=np.full(included.sum(), verl_setup.ANCHOR_FRACTION),
+        known_scores=known[included],
     )
     advantages = np.zeros(len(responses))
     advantages[included] = out.advantages
@@ -285,14 +292,20 @@ def test_reward_loop_and_advantage_through_verl(reward_loop, dtype):
         # a crashing program is scored (the failure score), never missing; in an anchor group
         # its advantage falls below its group's mean
         assert not any(r.failed for r in call.records)
-        for i in np.flatnonzero(crash & anchor_rows):
+        known_failure = np.array(["crash!" in r for r in shaped])
+        for i in np.flatnonzero(crash & anchor_rows & ~known_failure):
             members = uids == uids[i]
             assert call.records[i].real_score == 0.0
             assert last_token(out)[i] < last_token(out)[members].mean()
-        for i in np.flatnonzero(crash & ~anchor_rows):  # run alone: a known failure
-            assert call.records[i].wm_valid and call.records[i].wm_score == 0.0
-        # an invalid prediction of a program that runs, outside the anchors, is left out
-        assert call.metrics["wmrl/n_left_out"] == int((~anchors).any())
+        for i in np.flatnonzero(crash & ~anchor_rows & ~known_failure):  # run alone: known
+            assert not call.records[i].wm_valid and call.records[i].known_score == 0.0
+        for i in np.flatnonzero(known_failure):  # never run, anchored or not: known, scored 0
+            members = uids == uids[i]
+            assert np.isnan(call.records[i].real_score) and call.records[i].known_score == 0.0
+            assert last_token(out)[i] < last_token(out)[members].mean()
+        # nothing is left out: an invalid prediction outside the anchors was run alone
+        assert call.metrics["wmrl/n_left_out"] == 0
+        assert call.metrics["wmrl/n_known"] == int(known_failure.sum()) + 2 * int((~anchors).any())
         assert call.metrics["wmrl/ambiguous_rows"] == 0
         for name in ("anchor_gap", "kappa", "hacking_alarm", "anchor_gap_trend"):
             assert f"wmrl/{name}" in call.metrics

@@ -4,7 +4,8 @@
 A real program scores each anchor sample in the local sandbox (how close the response's
 length is to the row's target; a response containing "crash" makes the program fail); the
 world model is a neighbour stand-in with a known bias (it never sees the target), and a
-response containing "?" gets an invalid (NaN) prediction.
+response containing "?" gets an invalid (NaN) prediction. A response containing "crash!" is
+a known failure (``is_known_failure``): scored 0 without running.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class LengthReward(WMRLRewardManager):
             "json.dump({'score': score}, open('score.json', 'w'))\n"
         )
         return Job(program, output_files=SCORE.files, scorer=SCORE, timeout_s=30)
+
+    def is_known_failure(self, artifact, row):
+        return "crash!" in artifact
 
 
 ESTIMATOR = register_estimator("wmrl_test", RewardFusion(**FUSION_KWARGS))

@@ -378,3 +378,16 @@ def test_uncertainty_driven_anchors_need_a_std_and_an_outcome_task(log) -> None:
     envs.close()
     with pytest.raises(ValueError, match="anchor_priority"):
         make_envs(log, anchor_priority="loudest")
+
+
+def test_the_world_models_std_reaches_the_gate(log) -> None:
+    """Issue 23: the vector env passes the prediction's std to the fusion (the gate's
+    weighted least squares); before, ``RewardFusion.step`` never saw it."""
+    fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
+    envs = make_envs(log, world_model=UncertainBanditModel(PAYOFF), fusion=fusion)
+    for seed in range(3):
+        envs.reset(seed=seed)
+        envs.step(envs.action_space.sample())
+    pairs_seen = fusion.gate.std_exponent.state_dict()["sums"][0]
+    assert pairs_seen > 0  # the anchors' stds were weighed
+    envs.close()

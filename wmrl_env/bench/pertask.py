@@ -212,6 +212,7 @@ def run_arm(
                 wm_valid=prediction.valid,
                 inclusion_probabilities=inclusion,
                 screened=screened,
+                wm_std=prediction.std,  # the gate weighs anchor pairs by it
             )
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])

@@ -43,6 +43,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from wmrl_env.fusion.groups import GroupIndex
+from wmrl_env.fusion.precision import StdExponent, precision_weights
 
 FORGOTTEN = 1e-4  # a cluster whose evidence has decayed below this share is dropped
 
@@ -119,6 +120,7 @@ class WorldModelGate:
         self.standard_error = float("nan")
         self.dof = float("nan")
         self.weight = 0.0  # clip(min(lam_hat, 2 LCB), 0, 1)
+        self.std_exponent = StdExponent(decay)  # how far the world model's std is trusted
 
     @property
     def num_clusters(self) -> int:
@@ -132,23 +134,34 @@ class WorldModelGate:
         groups: np.ndarray,
         clusters: np.ndarray | None = None,
         weights: np.ndarray | None = None,
+        std: np.ndarray | None = None,
     ) -> float:
         """Add one step's anchor pairs (cross-fitted calibrated scores); returns the new weight.
 
         ``groups`` label the pairs' groups (centring); ``clusters`` (optional, per pair,
         constant within a group) the task each group belongs to; ``weights`` (optional, per
-        pair, constant within a group) design weights such as ``1 / pi``. A step with no
-        usable group still ages the pool.
+        pair, constant within a group) design weights such as ``1 / pi``; ``std`` (optional,
+        per pair, finite and ``>= 0``) the world model's predictive std: the pairs are then
+        also weighed by their relative precision ``(median sigma^2 / sigma^2) ** beta``, with
+        ``beta`` learnt from earlier steps' residuals (:mod:`~wmrl_env.fusion.precision`). A
+        step with no usable group still ages the pool.
         """
         real, calibrated = np.asarray(real, float), np.asarray(calibrated, float)
         self.steps += 1
         self._sxy *= self.decay
         self._sxx *= self.decay
         self._age += 1
+        if std is None or not real.size:
+            self.std_exponent.update(np.empty(0), np.empty(0))  # ages its pool
         if real.size:
             index = GroupIndex.from_ids(groups)
             r, f = index.centre(real), index.centre(calibrated)
             w = np.ones(real.size) if weights is None else np.asarray(weights, float)
+            if std is not None:  # weighted least squares, the exponent fixed before this step
+                std = np.asarray(std, float)
+                w = w * precision_weights(std, self.std_exponent.beta)
+                previous = self.estimate if np.isfinite(self.estimate) else 0.0
+                self.std_exponent.update(std, r - previous * f)
             sxy, sxx = index.sum(w * r * f), index.sum(w * f * f)
             first = np.zeros(index.num_groups, dtype=np.intp)
             first[index.inverse[::-1]] = np.arange(real.size)[::-1]
@@ -193,6 +206,7 @@ class WorldModelGate:
             "sxx": self._sxx.copy(),
             "age": self._age.copy(),
             "steps": self.steps,
+            "std_exponent": self.std_exponent.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -201,6 +215,8 @@ class WorldModelGate:
         self._sxx = np.array(state["sxx"], dtype=np.float64)
         self._age = np.array(state["age"], dtype=np.int64)
         self.steps = int(state["steps"])
+        if "std_exponent" in state:  # absent in states saved before the std was used
+            self.std_exponent.load_state_dict(state["std_exponent"])
         self._refresh()
 
 

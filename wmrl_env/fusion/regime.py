@@ -46,6 +46,7 @@ class Regime:
     anchor_groups: int = 2
     rounds: int = 60
     learning_rate: float = 0.05
+    noise_spread: float = 0.0  # > 0: each (task, program)'s noise std times lognormal(0, this)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class World:
     true_scores: np.ndarray  # R, (tasks, programs)
     wm_scores: np.ndarray | None  # the world model's mean prediction; None: random
     wm_noise: float
+    noise_scale: np.ndarray | None = None  # per (task, program) factor on wm_noise
 
 
 def make_world(regime: Regime, quality: str, seed: int) -> World:
@@ -69,7 +71,10 @@ def make_world(regime: Regime, quality: str, seed: int) -> World:
     g = np.random.default_rng(seed + 99)
     w2 = w + g.normal(size=w.shape) * err
     c2 = c + g.normal(size=c.shape) * err
-    return World(u, true, 1 / (1 + np.exp(-(u @ w2 @ z.T + c2))), noise)
+    scale = None
+    if regime.noise_spread > 0:
+        scale = np.random.default_rng(seed + 199).lognormal(0.0, regime.noise_spread, true.shape)
+    return World(u, true, 1 / (1 + np.exp(-(u @ w2 @ z.T + c2))), noise, scale)
 
 
 def within_task_spearman(world: World) -> float:
@@ -85,12 +90,18 @@ def train(
     quality: str,
     seed: int,
     trace: list[dict[str, Any]] | None = None,
+    wm_std: str = "none",
     **fusion_args: Any,
 ) -> tuple[float, int]:
     """Train one policy; returns (final held-out score, real executions).
 
     ``fusion_args`` go to :class:`RewardFusion` (e.g. ``wm_gate="off"``); ``trace``, when
-    given, receives each round's fusion metrics. Each group's task is its gate cluster."""
+    given, receives each round's fusion metrics. Each group's task is its gate cluster.
+    ``wm_std``: the predictive std the world model reports to the fusion: ``"none"``,
+    ``"informative"`` (its noise std, ``wm_noise`` times the world's ``noise_scale``) or
+    ``"random"`` (an independent lognormal draw of the same spread)."""
+    if wm_std not in ("none", "informative", "random"):
+        raise ValueError(f"wm_std must be 'none', 'informative' or 'random', got {wm_std!r}")
     world = make_world(regime, quality, seed)
     u, true = world.task_features, world.true_scores
     rng = np.random.default_rng(seed + 7)
@@ -105,6 +116,7 @@ def train(
     n_groups = regime.anchor_groups if arm == "anchors" else regime.groups
     g_size = regime.group_size
     executions = 0
+    std_rng = np.random.default_rng(seed + 313)  # apart from the policy's draws
     for _ in range(regime.rounds):
         tasks = rng.choice(regime.train_tasks, n_groups, replace=False)
         logits = u[tasks] @ theta
@@ -113,16 +125,30 @@ def train(
         actions = np.array([rng.choice(regime.programs, g_size, p=p) for p in policy])
         group_ids = np.repeat(np.arange(n_groups), g_size)
         real = true[tasks[:, None], actions].ravel()
+        noise = np.full(real.size, world.wm_noise)
+        if world.noise_scale is not None:
+            noise = noise * world.noise_scale[tasks[:, None], actions].ravel()
         if world.wm_scores is None:
             wm = rng.uniform(size=real.size)
         else:
             wm = world.wm_scores[tasks[:, None], actions].ravel()
-            wm = wm + world.wm_noise * rng.normal(size=wm.size)
+            wm = wm + noise * rng.normal(size=wm.size)
+        reported = {
+            "none": None,
+            "informative": noise,
+            "random": std_rng.lognormal(0.0, max(regime.noise_spread, 0.5), real.size),
+        }[wm_std]
         anchors = np.asarray(fusion.select_anchors(group_ids), bool)
         executions += int(anchors.sum())
         wm_in = None if arm == "anchors" else wm
         clusters = np.repeat(tasks, g_size)
-        out = fusion.step(group_ids, wm_in, np.where(anchors, real, np.nan), clusters=clusters)
+        out = fusion.step(
+            group_ids,
+            wm_in,
+            np.where(anchors, real, np.nan),
+            clusters=clusters,
+            wm_std=None if arm == "anchors" else reported,
+        )
         if trace is not None:
             trace.append(out.metrics)
         advantages = out.advantages.reshape(n_groups, g_size)

@@ -63,6 +63,7 @@ GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anch
 # the methods whose rewards use the world model: only they can be hacked through it
 MONITORED_METHODS = tuple(method for method in METHODS if method != "real")
 GATES: tuple[str, ...] = ("evidence", "off")
+GATE_STDS: tuple[str, ...] = ("wls", "ignore")
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class _Batch:
     pi: np.ndarray
     clusters: np.ndarray | None = None
     screened: np.ndarray | None = None
+    wm_std: np.ndarray | None = None
+    known: np.ndarray | None = None  # per trajectory: the outcome is known without a draw
 
 
 class RewardFusion:
@@ -148,6 +151,11 @@ class RewardFusion:
             (:class:`WorldModelGate`), 0 without clear evidence. ``"off"``: ``wmrl`` uses
             ``lam = 1`` and ``ppi`` the slope of the current step alone (the earlier design).
         gate_decay, gate_alpha: the gate's weight per step of age and one-sided level.
+        gate_std: ``"wls"`` (default): when :meth:`step` gets the world model's ``wm_std``,
+            the gate's slope is fitted by weighted least squares, each anchor pair weighed by
+            ``(median sigma^2 / sigma^2) ** beta`` with ``beta`` in ``[0, 1]`` learnt from
+            earlier anchors (0 when the std says nothing about the errors;
+            :mod:`~wmrl_env.fusion.precision`); ``"ignore"``: the unweighted slope.
         monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
         centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
             one, e.g. a single-env wrapper).
@@ -170,6 +178,7 @@ class RewardFusion:
         wm_gate: str = "evidence",
         gate_decay: float = 0.95,
         gate_alpha: float = 0.05,
+        gate_std: str = "wls",
         monitor_window: int = 16,
         monitor_alpha: float = 0.001,
         centre_groups: bool = True,
@@ -191,12 +200,15 @@ class RewardFusion:
             )
         if wm_gate not in GATES:
             raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
+        if gate_std not in GATE_STDS:
+            raise ValueError(f"gate_std must be one of {GATE_STDS}, got {gate_std!r}")
         self.method = method
         self.anchor_fraction = anchor_fraction
         self.min_anchor_groups = min_anchor_groups
         self.advantage_scaling = advantage_scaling
         self.uniform_mix = uniform_mix
         self.wm_gate = wm_gate
+        self.gate_std = gate_std
         self.calibrator = OnlineCalibrator(
             window=window, decay=decay, min_pairs=min_pairs, n_folds=n_folds
         )
@@ -289,6 +301,8 @@ class RewardFusion:
         inclusion_probabilities: np.ndarray | None = None,
         clusters: Sequence[Any] | np.ndarray | None = None,
         screened: np.ndarray | None = None,
+        wm_std: np.ndarray | None = None,
+        known_scores: np.ndarray | None = None,
     ) -> FusionOutput:
         """Fuse one batch and end the round. ``real_scores`` is NaN where not executed.
 
@@ -300,6 +314,21 @@ class RewardFusion:
         ``clusters`` (optional, per trajectory, constant within a group): the task each group
         belongs to (e.g. its context or task id); the gate counts a task that recurs across
         steps as one cluster. Default: each (step, group) its own cluster.
+
+        ``wm_std`` (optional, per trajectory): the world model's predictive std, finite and
+        ``>= 0`` wherever the prediction is valid (``ValueError`` otherwise; mark such
+        predictions ``wm_valid=False``). With ``gate_std="wls"`` the gate weighs each anchor
+        pair by its relative precision (see the class's ``gate_std``).
+
+        ``known_scores`` (optional, per trajectory, NaN where unknown): outcomes known without
+        a real execution drawn at random — e.g. a program that does not parse, which would
+        certainly fail, at its ``failure_score``. Such a member's reward *is* its known score,
+        in every method, and its group stays what it is (a world-model group is not forced to
+        execute); its real score must be NaN and it may have an invalid world-model
+        prediction. It is no evidence: selected by what is known about it, not by the draw,
+        it is never a calibration pair and enters neither ``kappa``, nor the gate, nor PPI's
+        rectification (its reward equals its real outcome for every draw, so PPI stays
+        unbiased).
 
         Inclusion probabilities come from the round's :meth:`select_anchors` /
         :meth:`force_anchors` (a group with real scores that was neither drawn nor forced is
@@ -334,22 +363,27 @@ class RewardFusion:
             inclusion_probabilities,
             clusters,
             screened,
+            wm_std,
+            known_scores,
         )
+        known_outcome = ~np.isnan(batch.known)
         # lam and (for exact PPI) the map come from earlier steps only, so they are
         # independent of this step's anchor draw
         lam = self.wm_weight
         exact_ppi = self.method == "ppi" and self.wm_gate == "evidence"
         prior_map = self.calibrator.map
-        pair = batch.is_anchor & ~batch.failed & batch.wm_valid
+        pair = batch.is_anchor & ~batch.failed & batch.wm_valid & ~known_outcome
         fit = None
         if batch.wm is not None and self.method != "wm":  # every step ages the window
             cluster_labels = None if batch.clusters is None else batch.clusters[pair]
+            use_std = batch.wm_std is not None and self.gate_std == "wls"
             fit = self.observe_anchors(
                 batch.wm[pair],
                 batch.real[pair],
                 batch.groups.inverse[pair],
                 clusters=cluster_labels,
                 weights=1.0 / batch.pi[pair],
+                wm_std=batch.wm_std[pair] if use_std else None,
             )
         calibrated = np.full(batch.real.shape, np.nan)
         if batch.wm is not None:
@@ -375,7 +409,10 @@ class RewardFusion:
             weights = np.ones(batch.real.shape)
         scale_from = self._natural_rewards(batch, calibrated)
         if self.method == "wmrl":
-            rewards = self._at_natural_level(rewards, scale_from, batch.groups)
+            rewards = self._at_natural_level(rewards, scale_from, batch.groups, ~known_outcome)
+        rewards = np.where(known_outcome, batch.known, rewards)
+        if scale_from is not None:
+            scale_from = np.where(known_outcome, batch.known, scale_from)
         advantages = group_advantages(rewards, batch.groups, self.advantage_scaling, scale_from)
         advantages *= weights
         self.step_count += 1
@@ -403,6 +440,7 @@ class RewardFusion:
         *,
         clusters: np.ndarray | None = None,
         weights: np.ndarray | None = None,
+        wm_std: np.ndarray | None = None,
     ) -> AnchorFit:
         """Learn from one step's anchor pairs: calibrate, cross-fit, update ``kappa``, the
         world model's weight and the reward-hacking monitor. :meth:`step` calls it; call it
@@ -411,7 +449,8 @@ class RewardFusion:
         ``groups`` labels each pair's group (default: each pair its own group); ``clusters``
         each pair's task (see :meth:`step`); ``weights`` each pair's design weight (``1 / pi``
         of its group: the calibration map, ``kappa`` and the gate are fitted with them, so
-        oversampled groups do not dominate). With ``centre_groups=False`` (groups of one) the
+        oversampled groups do not dominate); ``wm_std`` each pair's predictive std (the gate's
+        weighted least squares, see ``gate_std``). With ``centre_groups=False`` (groups of one) the
         gate centres each call's pairs together: one call is one cluster. No pairs still
         counts as a step: the calibration window and the gate's pool age.
         """
@@ -439,7 +478,8 @@ class RewardFusion:
             self.kappa_estimator.fold_in(*variances)
         gate_groups = g if centre else np.zeros(g.size, dtype=np.intp)
         gate_clusters = None if clusters is None else np.asarray(clusters, dtype=object)[known]
-        self.gate.update(r, f, gate_groups, gate_clusters, wk)
+        std = None if wm_std is None else np.asarray(wm_std, dtype=np.float64)[known]
+        self.gate.update(r, f, gate_groups, gate_clusters, wk, std)
         gap = float(np.mean(f - r)) if r.size else float("nan")
         reading = GapReading(math.nan, math.nan, False)
         if self.method in MONITORED_METHODS:
@@ -499,17 +539,18 @@ class RewardFusion:
 
     @staticmethod
     def _at_natural_level(
-        rewards: np.ndarray, natural: np.ndarray | None, groups: GroupIndex
+        rewards: np.ndarray, natural: np.ndarray | None, groups: GroupIndex, members: np.ndarray
     ) -> np.ndarray:
         """Each group's rewards moved to the level of its natural rewards (real mean on
         anchors, calibrated mean elsewhere), deviations kept: ``wmrl``'s world-model groups
         get ``mean_g f + lam (f - mean_g f)``, so a critic or ``reward_mean`` sees scores on
         the real scale. Group-centred advantages are unchanged. (``ppi`` keeps its rewards,
-        unbiased per trajectory over the draw, whose anchor levels swing by ``1 / pi``.)"""
+        unbiased per trajectory over the draw, whose anchor levels swing by ``1 / pi``.)
+        Only ``members`` (those without a known outcome) are moved, over their own mean."""
         if natural is None:
             return rewards
-        valid = ~np.isnan(rewards)
-        level = groups.broadcast(groups.mean(natural, ~np.isnan(natural)))
+        valid = ~np.isnan(rewards) & members
+        level = groups.broadcast(groups.mean(natural, ~np.isnan(natural) & members))
         moved = groups.centre(rewards, valid) + level
         return np.where(valid & np.isfinite(level), moved, rewards)
 
@@ -544,6 +585,7 @@ class RewardFusion:
             "n_anchor_trajectories": int(batch.is_anchor.sum()),
             "n_failed": int(batch.failed.sum()),
             "n_wm_invalid": int((~batch.wm_valid).sum()),
+            "n_known": int((~np.isnan(batch.known)).sum()),
             "n_pairs": update.n_pairs if update else 0,
             "spearman": update.spearman if update else nan,
             "calibration_fallback": update.fallback if update else "previous",
@@ -575,6 +617,8 @@ class RewardFusion:
         inclusion_probabilities: np.ndarray | None,
         clusters: Sequence[Any] | np.ndarray | None = None,
         screened: np.ndarray | None = None,
+        wm_std: np.ndarray | None = None,
+        known_scores: np.ndarray | None = None,
     ) -> _Batch:
         groups = GroupIndex.from_ids(group_ids)
         n = groups.inverse.size
@@ -595,7 +639,32 @@ class RewardFusion:
         if (failed & ~np.isnan(real)).any():
             index = int(np.flatnonzero(failed & ~np.isnan(real))[0])
             raise ValueError(f"trajectory {index} is marked failed but has a real score")
+        known = np.full(n, np.nan)
+        if known_scores is not None:
+            known = _as_float("known_scores", known_scores, n)
+            if np.isinf(known).any():
+                raise ValueError(
+                    f"known_scores has inf at index {int(np.flatnonzero(np.isinf(known))[0])}"
+                )
+        is_known = ~np.isnan(known)
+        both = is_known & (~np.isnan(real) | failed)
+        if both.any():
+            raise ValueError(
+                f"trajectory {int(np.flatnonzero(both)[0])} has a known score and a real score "
+                "(or failed=True): pass its outcome once, as one or the other"
+            )
         wm_valid = _as_bool("wm_valid", wm_valid, n, default=True)
+        std = None
+        if wm_std is not None:
+            std = _as_float("wm_std", wm_std, n)
+            with np.errstate(invalid="ignore"):
+                bad_std = wm_valid & ~(np.isfinite(std) & (std >= 0))
+            if bad_std.any():
+                raise ValueError(
+                    f"wm_std has {int(bad_std.sum())} NaN/inf/negative values where the "
+                    f"prediction is valid (first at index {int(np.flatnonzero(bad_std)[0])}); "
+                    "mark such predictions with wm_valid=False"
+                )
         wm = None
         if wm_scores is None:
             if self.method != "real":
@@ -613,7 +682,7 @@ class RewardFusion:
         screened = self._screened(screened, n, executed)
         executed_per_group = groups.count(executed)
         anchored = executed_per_group > 0
-        partial = anchored & (executed_per_group + groups.count(screened) < groups.sizes)
+        partial = anchored & (groups.count(executed | screened | is_known) < groups.sizes)
         if partial.any():
             raise ValueError(
                 f"group {groups.ids[np.flatnonzero(partial)[0]]!r} has real scores on some "
@@ -621,21 +690,36 @@ class RewardFusion:
                 "members left out by screening with screened=True)"
             )
         is_anchor = groups.broadcast(anchored) & ~screened
-        if self.method == "real" and not is_anchor.all():
+        if self.method == "real" and (~is_anchor & ~is_known).any():
             raise ValueError("method 'real' needs a real score (or failed=True) for every group")
-        if self.method != "real" and (~wm_valid & ~is_anchor).any():
+        if self.method != "real" and (~wm_valid & ~is_anchor & ~is_known).any():
             raise ValueError(
                 "a world-model prediction marked invalid (wm_valid=False) is in a group that "
-                "was not executed: execute that group for real"
+                "was not executed: execute that group for real (or pass its known_scores)"
             )
-        pi = self._inclusion(group_ids, groups, anchored, inclusion_probabilities, is_anchor)
+        all_known = groups.count(is_known) == groups.sizes
+        pi = self._inclusion(
+            group_ids, groups, anchored, inclusion_probabilities, is_anchor, all_known
+        )
         if self.method == "ppi" and not (pi[screened] > 0).all():
             raise ValueError(
                 "ppi needs every member of an anchor group to have a chance of execution: "
                 "members screened out with probability 0 (screening='top') leave the group "
                 "mean without an unbiased correction; screen with 'pps'"
             )
-        return _Batch(groups, wm, real, failed, wm_valid, is_anchor, pi, cluster_labels, screened)
+        return _Batch(
+            groups,
+            wm,
+            real,
+            failed,
+            wm_valid,
+            is_anchor,
+            pi,
+            cluster_labels,
+            screened=screened,
+            wm_std=std,
+            known=known,
+        )
 
     def _screened(self, given: np.ndarray | None, n: int, executed: np.ndarray) -> np.ndarray:
         """Per trajectory, left unexecuted by screening: from the round's record (see
@@ -663,6 +747,7 @@ class RewardFusion:
         anchored: np.ndarray,
         given: np.ndarray | None,
         is_anchor: np.ndarray,
+        all_known: np.ndarray,
     ) -> np.ndarray:
         """Per-trajectory inclusion probability of each anchored group (see :meth:`step`);
         under screening, of each member (``is_anchor``: the members executed)."""
@@ -688,7 +773,7 @@ class RewardFusion:
                     "was neither drawn by select_anchors nor forced: call force_anchors for "
                     "groups executed outside the draw"
                 )
-            if self.method == "ppi" and (record.anchored & ~anchored).any():
+            if self.method == "ppi" and (record.anchored & ~anchored & ~all_known).any():
                 raise ValueError(
                     "a group chosen by select_anchors has no real score: PPI needs every "
                     "selected group executed (mark failures with failed=True)"

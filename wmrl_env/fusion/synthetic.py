@@ -40,6 +40,7 @@ class SyntheticBatch:
     real_scores: np.ndarray  # a real execution of every trajectory (observe anchors only)
     wm_scores: np.ndarray
     exploit: np.ndarray  # trajectories the world model over-scores
+    wm_std: np.ndarray | None = None  # each member's noise std (real and world model)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class SyntheticWorld:
         drift_per_step: world-model offset added per training step.
         distortion: the monotone map the world model applies to the true reward.
         exploit_share, exploit_bonus: share of trajectories over-scored, and by how much.
+        noise_spread: heteroscedastic noise: each member's real and world-model noise stds
+            are multiplied by their own lognormal(0, ``noise_spread``) factors;
+            ``SyntheticBatch.wm_std`` is the std of their sum (what a world model with an
+            honest predictive std would report).
     """
 
     num_groups: int = 64
@@ -69,22 +74,29 @@ class SyntheticWorld:
     distortion: Callable[[np.ndarray], np.ndarray] = cubic_distortion
     exploit_share: float = 0.0
     exploit_bonus: float = 0.0
+    noise_spread: float = 0.0
 
     def sample(self, rng: np.random.Generator, step: int = 0) -> SyntheticBatch:
         m, g = self.num_groups, self.group_size
         group_ids = np.repeat(np.arange(m), g)
         centre = rng.normal(0.5, self.task_spread, size=m)[group_ids]
         true = np.clip(centre + rng.normal(0.0, self.member_spread, size=m * g), 0.0, 1.0)
-        real = true + rng.normal(0.0, self.real_noise, size=true.size)
+        real_noise = np.full(true.size, self.real_noise)
+        wm_noise = np.full(true.size, self.wm_noise)
+        if self.noise_spread > 0:
+            real_noise = real_noise * rng.lognormal(0.0, self.noise_spread, true.size)
+            wm_noise = wm_noise * rng.lognormal(0.0, self.noise_spread, true.size)
+        real = true + real_noise * rng.normal(size=true.size)
         exploit = rng.uniform(size=true.size) < self.exploit_share
         wm = (
             self.distortion(true)
             + rng.normal(0.0, self.group_bias, size=m)[group_ids]
             + self.drift_per_step * step
-            + rng.normal(0.0, self.wm_noise, size=true.size)
+            + wm_noise * rng.normal(size=true.size)
             + self.exploit_bonus * exploit
         )
-        return SyntheticBatch(group_ids, true, real, wm, exploit)
+        wm_std = np.hypot(real_noise, wm_noise)
+        return SyntheticBatch(group_ids, true, real, wm, exploit, wm_std)
 
     def oracle_kappa(self, rng: np.random.Generator, batches: int = 200) -> float:
         """kappa under the population calibration map ``E[r | s]`` (isotonic on ~10^5+ pairs
@@ -103,3 +115,85 @@ class SyntheticWorld:
             residual_ss += e @ e
             real_ss += centred_real @ centred_real
         return 1.0 + residual_ss / real_ss
+
+
+def simulate_gate(
+    runs: int,
+    steps: int,
+    slope: float,
+    seed: int,
+    scales: str = "lognormal",
+    std: str = "none",
+    std_spread: float = 0.8,
+    decay: float = 0.95,
+    alpha: float = 0.05,
+    groups: int = 2,
+    group_size: int = 8,
+    beta: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The gate's weight and pooled slope at steps ``1 .. steps - 1`` of ``runs`` simulated
+    runs (each ``(runs, steps - 1)``), for an anchor stream whose real centred rewards are
+    ``slope * f~`` plus heteroscedastic noise; what :class:`~wmrl_env.fusion.WorldModelGate`
+    computes, for many runs at once.
+
+    Each step has ``groups`` anchor groups of ``group_size``, each its own cluster. A cluster's
+    calibrated scores and noise share one scale (``"lognormal"``: lognormal(0, 0.7);
+    ``"heavy"``: ``|t_2| + 0.05``, infinite variance), so high-leverage clusters are also the
+    noisy ones; each member's noise is ``t_5`` times its own std ``scale * sigma_i``
+    (``sigma_i`` lognormal(0, ``std_spread``)). ``std`` is what the world model reports to the
+    gate: ``"none"`` (unweighted slope), ``"informative"`` (the true ``scale * sigma_i``),
+    ``"constant"``, or ``"random"`` (an independent lognormal(0, ``std_spread``) draw). With
+    a reported std the slope is fitted by weighted least squares with the exponent learnt as
+    in :class:`~wmrl_env.fusion.precision.StdExponent`, or fixed at ``beta`` when given.
+
+    >>> weights, slopes = simulate_gate(runs=200, steps=20, slope=0.0, seed=0)
+    >>> weights.shape, bool((weights >= 0).all())
+    ((200, 19), True)
+    """
+    from wmrl_env.fusion.gate import slope_bound
+    from wmrl_env.fusion.precision import exponent_from_sums, exponent_sums, precision_weights
+
+    rng = np.random.default_rng(seed)
+    shape = (runs, steps, groups, 1)
+    if scales == "lognormal":
+        scale = rng.lognormal(0.0, 0.7, shape)
+    elif scales == "heavy":
+        scale = np.abs(rng.standard_t(2, shape)) + 0.05
+    else:
+        raise ValueError(f"scales must be 'lognormal' or 'heavy', got {scales!r}")
+    members = (runs, steps, groups, group_size)
+    sigma = rng.lognormal(0.0, std_spread, members)
+    f = scale * rng.normal(size=members)
+    f -= f.mean(-1, keepdims=True)
+    r = slope * f + scale * sigma * rng.standard_t(5, members)
+    r -= r.mean(-1, keepdims=True)
+    reported = {
+        "none": None,
+        "informative": scale * sigma,
+        "constant": np.ones(members),
+        "random": rng.lognormal(0.0, std_spread, members),
+    }[std]
+    sxy = np.zeros((runs, steps * groups))
+    sxx = np.zeros((runs, steps * groups))
+    pool = np.zeros((runs, 5))  # the exponent's regression sums
+    estimate = np.full(runs, np.nan)
+    weights = np.empty((runs, steps - 1))
+    estimates = np.empty((runs, steps - 1))
+    for step in range(steps):
+        v = np.ones((runs, groups, group_size))
+        if reported is not None:
+            flat = reported[:, step].reshape(runs, -1)
+            exponent = exponent_from_sums(pool) if beta is None else np.full(runs, beta)
+            v = precision_weights(flat, exponent).reshape(v.shape)
+            residuals = r[:, step] - np.nan_to_num(estimate)[:, None, None] * f[:, step]
+            pool = decay * pool + exponent_sums(flat, residuals.reshape(runs, -1))
+        columns = slice(groups * step, groups * (step + 1))
+        sxy[:, columns] = (v * r[:, step] * f[:, step]).sum(-1)
+        sxx[:, columns] = (v * f[:, step] ** 2).sum(-1)
+        age = np.repeat(decay ** np.arange(step, -1, -1.0), groups)
+        k = groups * (step + 1)
+        bound = slope_bound(sxy[:, :k] * age, sxx[:, :k] * age, alpha)
+        estimate = bound.estimate
+        if step + 1 < steps:  # the weight used at step + 1 pools steps 0..step
+            weights[:, step], estimates[:, step] = bound.weight, bound.estimate
+    return weights, estimates

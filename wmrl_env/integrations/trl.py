@@ -14,9 +14,14 @@ call it
 4. fuses both streams with :class:`~wmrl_env.fusion.RewardFusion` and returns one value per
    completion: the **fused advantage**.
 
-A program that fails (crash, timeout, out of memory, invalid output; an unparseable program
-is forced to execute and fails there) is scored ``failure_score`` (default: the score range's
-minimum, else 0): it is the policy's fault and its advantage falls below its group's mean.
+A program that fails (crash, timeout, out of memory, invalid output) is scored
+``failure_score`` (default: the score range's minimum, else 0): it is the policy's fault and
+its advantage falls below its group's mean. A program known to fail without running it
+(``known_failure``, e.g. :func:`~wmrl_env.sandboxes.does_not_parse`) scores
+``failure_score`` without execution, and its group stays a world-model group (a *known
+outcome*, ``RewardFusion.step(known_scores=...)``; before, its invalid prediction forced the
+whole group to execute, about 40 % of groups in the code-policy example). Without
+``known_failure`` such a program's invalid prediction still forces its group.
 Only an infrastructure failure (``ExecStatus.ERROR``: the executor broke) is missing data:
 ``None`` to TRL, advantage 0, out of the group's baseline.
 
@@ -116,6 +121,7 @@ class RewardCall:
     results: list[ExecResult]
     fusion: FusionOutput
     returned: list[float | None]
+    known_failure: np.ndarray  # scored failure_score without execution
 
 
 class WorldModelReward:
@@ -140,6 +146,10 @@ class WorldModelReward:
             model's ``update()`` (if it has one); on by default, as in every integration.
         anchor_priority: ``"uniform"`` or ``"uncertainty"`` (anchor groups drawn with
             priorities from the world model's std, :func:`~wmrl_env.fusion.uncertainty_priorities`).
+        known_failure: ``artifact -> bool``, True for a program that certainly fails without
+            running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse`): it is scored
+            ``failure_score`` without execution (also inside an anchor group) and is no
+            evidence for the fusion; its group is not forced to execute.
     """
 
     __name__ = "wmrl"  # TRL names a reward function's metrics after it
@@ -158,6 +168,7 @@ class WorldModelReward:
         failure_score: float | None = None,
         update_world_model: bool = UPDATE_WORLD_MODEL,
         anchor_priority: str = "uniform",
+        known_failure: Callable[[Any], bool] | None = None,
     ) -> None:
         if anchor_priority not in ("uniform", "uncertainty"):
             raise ValueError(
@@ -176,6 +187,7 @@ class WorldModelReward:
         self.failure_score = failure_score_for(failure_score, score_range)
         self.update_world_model = update_world_model
         self.anchor_priority = anchor_priority
+        self.known_failure = known_failure
         self.n_calls = 0
         self.n_scored = 0
         self.n_executed = 0
@@ -262,9 +274,12 @@ class WorldModelReward:
         if self.evaluating:
             return self._evaluate(prompts, completions, rows, prediction, step)
         group_ids = self._group_ids(prompts)
-        is_anchor = self._anchors(group_ids, prediction)
+        known = np.zeros(n, dtype=bool)
+        if self.known_failure is not None:
+            known = np.array([bool(self.known_failure(a)) for a in artifacts], dtype=bool)
+        is_anchor = self._anchors(group_ids, prediction, known)
         real, failed, results = self._execute(
-            prompts, completions, rows, np.flatnonzero(is_anchor), prediction, step
+            prompts, completions, rows, np.flatnonzero(is_anchor & ~known), prediction, step
         )
         out = self.fusion.step(
             group_ids,
@@ -272,6 +287,8 @@ class WorldModelReward:
             real,
             failed=failed,
             wm_valid=prediction.valid,
+            wm_std=prediction.std,
+            known_scores=np.where(known, self.failure_score, np.nan),
         )
         returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
         if self.update_world_model:
@@ -280,7 +297,7 @@ class WorldModelReward:
         self.n_scored += n
         self.n_executed += len(results)
         self.last_call = RewardCall(
-            group_ids, prediction, is_anchor, real, failed, results, out, returned
+            group_ids, prediction, is_anchor, real, failed, results, out, returned, known
         )
         self._log(out, prediction, real, log_metric, log_extra)
         return returned
@@ -301,16 +318,18 @@ class WorldModelReward:
                 )
         return np.arange(len(keys)) // g
 
-    def _anchors(self, group_ids: np.ndarray, prediction: Prediction) -> np.ndarray:
-        """Drawn anchor groups plus every group with an invalid prediction (forced, pi = 1);
-        the fusion records the inclusion probabilities."""
+    def _anchors(
+        self, group_ids: np.ndarray, prediction: Prediction, known: np.ndarray
+    ) -> np.ndarray:
+        """Drawn anchor groups plus every group with an invalid prediction whose outcome is
+        not ``known`` (forced, pi = 1); the fusion records the inclusion probabilities."""
         priorities = None
         if self.anchor_priority == "uncertainty":
             if prediction.std is None:
                 raise ValueError("anchor_priority='uncertainty' needs a world model with a std")
             priorities = uncertainty_priorities(group_ids, prediction.std)
         self.fusion.select_anchors(group_ids, priorities)
-        return self.fusion.force_anchors(~prediction.valid)
+        return self.fusion.force_anchors(~prediction.valid & ~known)
 
     def _execute(
         self,

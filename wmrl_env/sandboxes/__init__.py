@@ -27,6 +27,7 @@ from wmrl_env.sandboxes.local import LocalSandbox, SandboxUnavailableError
 from wmrl_env.sandboxes.ray_executor import RayExecutor
 from wmrl_env.sandboxes.replay import ReplayExecutor, ReplayRecord
 from wmrl_env.sandboxes.scoring import JsonScore, apply_scorer
+from wmrl_env.sandboxes.syntax import does_not_parse
 
 __all__ = [
     "CachedExecutor",
@@ -47,4 +48,5 @@ __all__ = [
     "build_image",
     "cleanup_leaked_containers",
     "default_image",
+    "does_not_parse",
 ]

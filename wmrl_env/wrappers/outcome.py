@@ -12,7 +12,9 @@ Data flow of ``step(actions)``:
    (:func:`~wmrl_env.fusion.screen_members`, recorded by ``RewardFusion.screen_anchors``);
 2. one batched ``world_model.predict(contexts, artifacts)`` scores every env;
 3. groups with an invalid prediction (NaN, inf, out of range) are executed for real too, as
-   anchors with inclusion probability 1 (``RewardFusion.force_anchors``);
+   anchors with inclusion probability 1 (``RewardFusion.force_anchors``), except for members
+   known to fail without running (``known_failure``): never executed, scored
+   ``failure_score`` as known outcomes;
 4. the fusion turns world-model and real scores into rewards, weights and advantages.
 
 The world model may learn from the round's real scores (``update``), when it has that method
@@ -51,6 +53,9 @@ class OutcomeRound(Round):
         contexts = layout.expand(starts.observations)
 
         submitted_at = time.perf_counter()
+        known = np.zeros(layout.num_envs, dtype=bool)
+        if setup.known_failure is not None:
+            known = np.array([bool(setup.known_failure(a)) for a in actions], dtype=bool)
         early = None
         selection = setup.selection
         if self.anchors is None or selection.execute_per_group is not None:
@@ -60,18 +65,19 @@ class OutcomeRound(Round):
             self.anchors = self._draw_anchors(early[0])
         if selection.execute_per_group is not None:
             self.anchors = self._screen(early[0])
-        indices = list(np.flatnonzero(self.anchors))
+        indices = list(np.flatnonzero(self.anchors & ~known))
         futures = self._submit(indices, actions)  # they run while the world model predicts
         prediction, wm_seconds = early or predict_outcome(
             setup.world_model, contexts, actions, setup.score_range
         )
-        forced = layout.groups_of(~prediction.valid) & ~layout.groups_of(self.anchors)
+        unknown_invalid = ~prediction.valid & ~known
+        forced = layout.groups_of(unknown_invalid) & ~layout.groups_of(self.anchors)
         if forced.any():
-            extra = list(np.flatnonzero(layout.members(forced)))
+            extra = list(np.flatnonzero(layout.members(forced) & ~known))
             futures += self._submit(extra, actions)
             indices += extra
-        if (~prediction.valid).any():  # pi = 1 for every group with an invalid prediction
-            self.force_groups(layout.groups_of(~prediction.valid))
+        if unknown_invalid.any():  # pi = 1 for every group with an invalid prediction
+            self.force_groups(layout.groups_of(unknown_invalid))
         results = [future.result() for future in futures]
         real_wall_seconds = time.perf_counter() - submitted_at
         self.real.add_all(indices, results)
@@ -80,7 +86,9 @@ class OutcomeRound(Round):
         )
 
         info: dict[str, Any] = {}
-        rewards = self.fuse(prediction.scores, prediction.valid, info)
+        known_scores = np.where(known, setup.failure_score, np.nan)
+        rewards = self.fuse(prediction.scores, prediction.valid, info, prediction.std, known_scores)
+        add_per_env(info, known_failure=known)
         self.real_info(info)
         add_per_env(
             info,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,7 @@ class RoundSetup:
     failure_score: float = math.nan  # a program failure's real score (NaN: left out)
     health: InfrastructureHealth | None = None
     selection: AnchorSelection = field(default_factory=AnchorSelection)
+    known_failure: Callable[[Any], bool] | None = None  # outcome tasks: fails without a run
 
 
 @dataclass
@@ -189,8 +190,17 @@ class Round(abc.ABC):
         """Anchor ``groups`` (per-group mask) with certainty: the fusion records ``pi = 1``."""
         self.setup.fusion.force_anchors(self.setup.layout.members(groups))
 
-    def fuse(self, wm_scores: np.ndarray, wm_valid: np.ndarray, info: dict[str, Any]) -> np.ndarray:
-        """End the round: fuse the scores, fill ``info``, return the rewards to hand out."""
+    def fuse(
+        self,
+        wm_scores: np.ndarray,
+        wm_valid: np.ndarray,
+        info: dict[str, Any],
+        wm_std: np.ndarray | None = None,
+        known_scores: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """End the round: fuse the scores, fill ``info``, return the rewards to hand out.
+        ``wm_std``: the world model's predictive std (the gate's weighted least squares);
+        ``known_scores``: outcomes known without execution (NaN elsewhere)."""
         setup, real = self.setup, self.real
         out = setup.fusion.step(
             setup.layout.group_ids,
@@ -199,6 +209,8 @@ class Round(abc.ABC):
             failed=real.failed,
             wm_valid=wm_valid,
             clusters=self.clusters(),
+            wm_std=wm_std,
+            known_scores=known_scores,
         )
         self.done = True
         add_per_env(

@@ -93,6 +93,10 @@ class WorldModelVectorEnv(VectorEnv):
             model, best for finding good artifacts, but the members left out have
             probability 0, so no estimator of the group mean is unbiased (refused with
             ``ppi``). See ``docs/fusion.md``.
+        known_failure: ``action -> bool`` (outcome tasks), True for an artifact that certainly
+            fails without running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse` for
+            program text): it scores ``failure_score`` unexecuted, its group is not forced to
+            execute, and it is no evidence for the fusion (``known_scores``).
 
     Example:
         >>> import gymnasium as gym
@@ -140,6 +144,7 @@ class WorldModelVectorEnv(VectorEnv):
         ucb_kappa: float = 1.0,
         execute_per_group: int | None = None,
         screening: str = "pps",
+        known_failure: Callable[[Any], bool] | None = None,
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
@@ -183,6 +188,11 @@ class WorldModelVectorEnv(VectorEnv):
         if failure_score is None:
             failure_score = score_range[0] if score_range is not None else math.nan
         self.failure_score = float(failure_score)
+        if known_failure is not None and self.kind != "outcome":
+            raise ValueError("known_failure needs an outcome task (an action is the artifact)")
+        if known_failure is not None and math.isnan(self.failure_score):
+            raise ValueError("known_failure needs a failure_score (or score_range) to score with")
+        self.known_failure = known_failure
         self.health = InfrastructureHealth(max_infrastructure_failures)
         self.update_world_model = update_world_model
         if isinstance(executor, GymEnvExecutor):
@@ -265,6 +275,7 @@ class WorldModelVectorEnv(VectorEnv):
                 screening=self.screening,
                 rng=self._screen_rng,
             ),
+            known_failure=self.known_failure,
         )
         if self.kind == "outcome":
             self._round = OutcomeRound(setup, self.update_world_model)

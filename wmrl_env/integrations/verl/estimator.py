@@ -23,10 +23,12 @@ reward)`` as a fallback: exact whenever the rows of a group that share a reward 
 get the same advantage, which holds for every method but ``ppi``; ``ambiguous_rows`` counts
 the others; any edit of the reward raises ``LookupError``.
 
-Rows that are left out of the fusion (advantage 0, outside every group baseline): executions
-whose infrastructure failed, and invalid world-model predictions of groups that were not
-anchors, unless the reward manager executed them and the program failed (then they are
-scored at the failure score).
+Rows that are left out of the fusion (advantage 0, outside every group baseline): invalid
+world-model predictions of groups that were not anchors whose outcome is unknown (the reward
+manager executed them alone and the infrastructure failed). Executions whose infrastructure
+failed are in the fusion as ``failed`` (advantage 0). A known outcome (a program known to
+fail, or one executed alone because its prediction was invalid) goes to the fusion as a
+``known_scores`` entry: that row's reward, no evidence.
 
 It fails loudly when verl changes what it passes: a missing ``index``, a row with no record,
 or a sample key repeated in one batch (multi-output agent loops: one record per sample).
@@ -149,7 +151,8 @@ class FusedAdvantageEstimator:
         valid = np.array([r.wm_valid for r in records])
         anchor = np.array([r.is_anchor for r in records])
         failed = np.array([r.failed for r in records])
-        included = valid | anchor
+        known = np.array([r.known_score for r in records], dtype=np.float64)
+        included = valid | anchor | ~np.isnan(known)
         advantages = np.zeros(len(records))
         if not included.any():
             return advantages, None, included
@@ -161,6 +164,7 @@ class FusedAdvantageEstimator:
             failed=failed[included],
             wm_valid=valid[included],
             inclusion_probabilities=np.array([r.inclusion_probability for r in rows]),
+            known_scores=known[included],
         )
         advantages[included] = out.advantages
         return advantages, out, included

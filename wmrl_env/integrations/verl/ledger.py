@@ -72,6 +72,9 @@ class SampleRecord:
         key: the sample's own key (``reward_extra_info["wmrl_key"]``), by which the advantage
             step finds it when verl hands it the batch's row keys (:mod:`.patch`); empty
             when unknown (then it is found by ``(uid, float32(reward))``).
+        known_score: an outcome known without a drawn execution (NaN when none): a program
+            known to fail without running it, or one executed alone because its prediction
+            was invalid. The fusion uses it as that sample's reward, never as evidence.
     """
 
     uid: str
@@ -83,6 +86,7 @@ class SampleRecord:
     is_anchor: bool
     inclusion_probability: float
     key: str = ""
+    known_score: float = math.nan
 
     @property
     def reward_key(self) -> str:
@@ -95,6 +99,8 @@ class SampleRecord:
         calibration pairs, and so the calibration, kappa and every other row, unchanged.)"""
         fields = ("is_anchor", "failed", "wm_valid", "inclusion_probability")
         if any(getattr(self, f) != getattr(other, f) for f in fields):
+            return False
+        if math.isnan(self.known_score) != math.isnan(other.known_score):
             return False
         if method != "ppi" or not self.wm_valid:
             return True

@@ -15,9 +15,14 @@ workers at once. Per sample it
 
 Failures: a program that fails (crash, timeout, out of memory, invalid output) scores
 ``failure_score`` (default the minimum of ``score_range``, else 0), like any outcome; only an
-infrastructure failure (the executor broke) is missing. A sample outside the anchors whose
-world-model prediction is invalid (e.g. an unparseable program) is executed alone: if the
-program fails it is scored ``failure_score``, else it is left out (advantage 0).
+infrastructure failure (the executor broke) is missing. A program known to fail without
+running it (:meth:`WMRLRewardManager.is_known_failure`, e.g.
+:func:`~wmrl_env.sandboxes.does_not_parse`) is never executed, in an anchor group or not: it
+scores ``failure_score`` as a *known outcome*. A sample outside the anchors whose world-model
+prediction is invalid is executed alone, and its program outcome is a known outcome too. A
+known outcome is that sample's reward but no evidence for the fusion (not drawn at random:
+no calibration pair, no part of kappa, the gate or PPI's rectification), and its group stays
+a world-model group.
 
 Validation (``meta_info["validate"]``, set by verl's legacy trainer, or
 :meth:`WMRLRewardManager.is_validation`): each sample is executed for real with probability
@@ -125,7 +130,7 @@ class WMRLRewardManager(_base.RewardManagerBase):
             ``predict``.
 
     Methods to implement: :meth:`build_world_model`, :meth:`build_executor`, :meth:`to_job`;
-    optionally :meth:`to_context` and :meth:`to_artifact`.
+    optionally :meth:`to_context`, :meth:`to_artifact` and :meth:`is_known_failure`.
     """
 
     anchor_fraction: float = 0.1
@@ -165,6 +170,12 @@ class WMRLRewardManager(_base.RewardManagerBase):
     def to_artifact(self, response: str, row: dict[str, Any]) -> Any:
         return response
 
+    def is_known_failure(self, artifact: Any, row: dict[str, Any]) -> bool:
+        """True for an artifact that certainly fails without running it (scored
+        ``failure_score``, never executed); default never. For Python programs:
+        ``return does_not_parse(artifact)`` (:func:`~wmrl_env.sandboxes.does_not_parse`)."""
+        return False
+
     def is_validation(self, row: dict[str, Any], meta_info: dict[str, Any]) -> bool:
         """Whether a sample belongs to a validation run: verl's ``meta_info["validate"]`` (the
         legacy trainer), else verl's data convention ``extra_info["split"]`` in
@@ -192,12 +203,13 @@ class WMRLRewardManager(_base.RewardManagerBase):
         if self.is_validation(row, dict(getattr(data, "meta_info", None) or {})):
             return await self._validate(key, prompt, response, row, context, artifact)
         anchor = anchor_draw(uid, self.seed) < self.anchor_fraction
-        pending = self._submit(prompt, response, row, uid) if anchor else None
+        known_failure = self.is_known_failure(artifact, row)
+        pending = self._submit(prompt, response, row, uid) if anchor and not known_failure else None
         wm_score, wm_valid = await self._batcher.predict(context, artifact)
-        if pending is None and not wm_valid:  # an unparseable program? run it to know
+        if not (anchor or known_failure or wm_valid):  # no prediction: run it alone to know
             pending = self._submit(prompt, response, row, uid)
         result: ExecResult | None = await pending if pending is not None else None
-        record = self._record(uid, key, anchor, wm_score, wm_valid, result)
+        record = self._record(uid, key, anchor, wm_score, wm_valid, result, known_failure)
         await self.ledger.aput([record])
         if anchor and self.update_world_model and math.isfinite(record.real_score):
             await self._learn(context, artifact, record.real_score)
@@ -268,15 +280,20 @@ class WMRLRewardManager(_base.RewardManagerBase):
         wm_score: float,
         wm_valid: bool,
         result: ExecResult | None,
+        known_failure: bool = False,
     ) -> SampleRecord:
-        real, missing = math.nan, False
+        real, missing, known = math.nan, False, math.nan
         if result is not None:
             real, missing = real_outcome(result, self.outcome_on_failure)
-        if not anchor:  # executed only because the prediction was invalid
-            if result is not None and result.status.is_program_failure:
-                wm_score, wm_valid = self.outcome_on_failure, True  # a known outcome
+        if known_failure:
+            known = self.outcome_on_failure
+        elif not anchor and result is not None:  # executed alone: its prediction was invalid
+            known = real if not missing else math.nan  # a known outcome, not a drawn one
             real, missing = math.nan, False
-        reward = real if anchor else (wm_score if wm_valid else math.nan)
+        if not math.isnan(known):
+            reward = known
+        else:
+            reward = real if anchor else (wm_score if wm_valid else math.nan)
         return SampleRecord(
             uid=uid,
             reward=float(reward),
@@ -287,4 +304,5 @@ class WMRLRewardManager(_base.RewardManagerBase):
             is_anchor=anchor,
             inclusion_probability=float(self.anchor_fraction),
             key=key,
+            known_score=float(known),
         )
