@@ -130,3 +130,29 @@ def test_bad_known_scores() -> None:
             wm_valid=np.array([True, True, True, False]),
             known_scores=np.array([np.nan, np.nan, 0.0, np.nan]),
         )
+
+
+@pytest.mark.parametrize("method", ["wmrl", "ppi"])
+def test_a_known_failure_in_a_screened_anchor_group(method: str) -> None:
+    """Screening and known outcomes together: each member of an anchor group is executed,
+    screened out or known. The known member is neither an executed anchor's pair nor
+    screened; its reward is the failure score, below its group's executed members (and,
+    under wmrl, below the screened-out one, scored at its group's level)."""
+    ids = np.repeat([0, 1], 4)
+    wm = np.array([0.6, 0.7, np.nan, 0.5, 0.4, 0.5, 0.6, 0.7])
+    valid = ~np.isnan(wm)
+    real = np.array([0.6, 0.8, np.nan, np.nan] + [np.nan] * 4)
+    known = np.array([np.nan, np.nan, FAILURE, np.nan] + [np.nan] * 4)
+    screened = np.array([False, False, False, True] + [False] * 4)
+    fusion = RewardFusion(method=method, seed=0)
+    out = fusion.step(ids, wm, real, wm_valid=valid, known_scores=known, screened=screened,
+                      inclusion_probabilities=np.full(8, 0.25))  # fmt: skip
+    assert out.metrics["n_known"] == 1
+    assert not out.is_anchor[3] and out.is_anchor[:2].all()
+    assert out.rewards[2] == FAILURE
+    # ppi with a shut gate scores the screened-out member lam * f = 0, the failure score
+    others = [0, 1, 3] if method == "wmrl" else [0, 1]
+    assert out.advantages[2] < min(out.advantages[others])
+    with pytest.raises(ValueError, match="screened=True"):  # the known member is no excuse
+        fusion.step(ids, wm, real, wm_valid=valid, known_scores=known,
+                    inclusion_probabilities=np.full(8, 0.25))  # fmt: skip
