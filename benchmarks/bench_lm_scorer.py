@@ -1,6 +1,7 @@
 """The LM scorer's online learning and calibrated std, on a tiny random Qwen2 (CPU, 1 thread).
 
     python benchmarks/bench_lm_scorer.py [--seeds 0,1,2] [--rounds 1,2,4,8,16] [--out runs/bench_lm]
+        [--parts cost,learning,forgetting]
 
 A synthetic task whose truth is learnable (``tiny_lm.keyword_task``: the real score is the
 level of the function a two-line program calls, 0.2-0.8, plus noise of sd 0.08). For each
@@ -10,6 +11,9 @@ items after 0, 1, 2, 4, 8 and 16 rounds:
 
 * ``learning``: Spearman and MSE against the real scores, with the reference lines: the
   oracle (the noise-free levels), a constant at the mean, the zero-shot model;
+* ``forgetting``: 8 rounds on two of the four functions, then 8 on the other two; MSE on
+  the first two before and after the second phase, with the default replay (half of each
+  batch drawn from past anchors) and without;
 * ``cost``: seconds per ``update()`` (and per optimizer step) for 8 / 16 / 32 / 64 anchors, the
   LoRA parameters it trains, seconds per 100 predictions;
 * ``coverage`` of +-1 / +-1.96 std on the test items: the raw score-token spread, the std
@@ -41,6 +45,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 TEMPLATE = "{context}\n{artifact}\nScore: "
 PER_ROUND = 16
+PARTS = ("cost", "learning", "forgetting")
 N_TEST = N_CALIBRATION = 400
 
 
@@ -100,6 +105,28 @@ def learning_curve(model_dir: str, seed: int, rounds: list[int], learning_rate: 
     return {"rounds": rows, "references": references}
 
 
+def forgetting(model_dir: str, seed: int, learning_rate: float, rounds: int = 8) -> dict:
+    """MSE on the first phase's functions after it and after a second phase on the others,
+    with and without replay."""
+    from wmrl_env.world_models.tiny_lm import keyword_task
+
+    first, second = ("sorted", "print"), ("reversed", "max")
+    out = {}
+    for replay in (0.5, 0.0):
+        rng = np.random.default_rng(20_000 + seed)
+        contexts, artifacts, real, _ = keyword_task(N_TEST, rng, keywords=first)
+        scorer = make_scorer(model_dir, learning_rate, seed=seed, replay_fraction=replay)
+        row = {}
+        for phase, keywords in (("after_first", first), ("after_second", second)):
+            for _ in range(rounds):
+                scorer.update(*keyword_task(PER_ROUND, rng, keywords=keywords)[:3])
+            p = scorer.predict(contexts, artifacts)
+            row[phase] = round(float(np.mean((p.scores - real) ** 2)), 4)
+        out[f"replay_{replay}"] = row
+    print(f"seed {seed} forgetting (MSE on the first phase's items):", out, flush=True)
+    return out
+
+
 def update_cost(model_dir: str, learning_rate: float) -> dict:
     """Seconds per update() for several anchor counts (after a warm-up update)."""
     from wmrl_env.world_models.tiny_lm import keyword_task
@@ -134,6 +161,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2", help="model seeds (also the data's)")
     parser.add_argument("--rounds", default="1,2,4,8,16", help="update rounds to score after")
     parser.add_argument("--learning-rate", type=float, default=3e-3)
+    parser.add_argument("--parts", default=",".join(PARTS), help="which measurements to run")
     parser.add_argument("--out", default="runs/bench_lm")
     args = parser.parse_args()
     import torch
@@ -150,19 +178,30 @@ def main() -> None:
         "learning_rate": args.learning_rate,
     }
     rounds = [int(r) for r in args.rounds.split(",")]
+    parts = args.parts.split(",")
+    everything = set(parts) == set(PARTS)
+    path = out / ("lm_scorer.json" if everything else f"lm_scorer_{'+'.join(parts)}.json")
     with tempfile.TemporaryDirectory(prefix="wmrl-bench-lm-") as tmp:
         model_dirs = {}
         for seed in (int(s) for s in args.seeds.split(",")):
             model_dirs[seed] = str(build_tiny_causal_lm(Path(tmp) / f"m{seed}", seed=seed))
-        record["cost"] = update_cost(model_dirs[min(model_dirs)], args.learning_rate)
-        record["load_average_cost"] = os.getloadavg()
-        record["learning"] = {}
-        for seed, model_dir in model_dirs.items():
-            record["learning"][seed] = learning_curve(model_dir, seed, rounds, args.learning_rate)
-            (out / "lm_scorer.json").write_text(json.dumps(record, indent=2))
+        if "cost" in parts:
+            record["cost"] = update_cost(model_dirs[min(model_dirs)], args.learning_rate)
+            record["load_average_cost"] = os.getloadavg()
+        for part in ("learning", "forgetting"):
+            if part not in parts:
+                continue
+            record[part] = {}
+            for seed, model_dir in model_dirs.items():
+                if part == "learning":
+                    result = learning_curve(model_dir, seed, rounds, args.learning_rate)
+                else:
+                    result = forgetting(model_dir, seed, args.learning_rate)
+                record[part][seed] = result
+                path.write_text(json.dumps(record, indent=2))
     record["load_average_end"] = os.getloadavg()
-    (out / "lm_scorer.json").write_text(json.dumps(record, indent=2))
-    print("wrote", out / "lm_scorer.json")
+    path.write_text(json.dumps(record, indent=2))
+    print("wrote", path)
 
 
 if __name__ == "__main__":

@@ -104,8 +104,18 @@ def test_repeated_anchors_merge_and_the_memory_stays_bounded(tiny_lm_dir) -> Non
     scorer.update(contexts, artifacts, real)  # the same 8 anchors again: merged, not added
     memory = scorer.learner.memory
     assert len(memory) == 8 and memory.counts(list(memory)).tolist() == [2] * 8
-    scorer.update(*task(10, seed=4)[:3])
+    report = scorer.update(*task(10, seed=4)[:3])
     assert len(memory) == 12  # least recently executed evicted
+    # one step of 16: 8 of the 10 new anchors, 8 replayed from the 2 older ones left (all)
+    assert report.replayed == 2
+
+
+def test_past_anchors_are_replayed_only_when_asked(tiny_lm_dir) -> None:
+    for fraction, expected in ((0.5, [0, 8, 8]), (0.0, [0, 0, 0])):
+        scorer = make_scorer(tiny_lm_dir, holdout_fraction=0.0, replay_fraction=fraction, steps=1)
+        reports = [scorer.update(*task(20, seed=10 + r)[:3]) for r in range(3)]
+        # a batch of 16: half new anchors, half drawn from the memory's older anchors
+        assert [r.replayed for r in reports] == expected, fraction
 
 
 def test_garbage_is_refused_and_changes_nothing(tiny_lm_dir) -> None:

@@ -17,9 +17,9 @@ artifact's end or the question. LoRA adapters trained by
 :func:`~wmrl_env.world_models.lora.finetune_lora` are saved and loaded with the scorer.
 
 Online (:meth:`~wmrl_env.world_models.prompting.PromptScorer.update`, the world-model contract):
-each round's anchors first calibrate the std (their residuals before learning, see
-:class:`~wmrl_env.world_models.conformal_std.ConformalStd`), then a bounded LoRA step learns
-them (:class:`~wmrl_env.world_models.online_lora.OnlineLoraLearner`; needs the ``lora`` extra).
+a share of each round's anchors is held out to calibrate the std
+(:class:`~wmrl_env.world_models.conformal_std.ConformalStd`), the rest train a bounded LoRA
+step (:class:`~wmrl_env.world_models.online_lora.OnlineLoraLearner`; needs the ``lora`` extra).
 
 Example (needs the ``transformers`` extra)::
 

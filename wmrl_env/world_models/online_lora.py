@@ -87,6 +87,7 @@ class OnlineUpdateReport:
     steps: int  #: optimizer steps run (< config.steps when max_seconds stopped it)
     seconds: float  #: wall time of the steps
     losses: tuple[float, ...]  #: each step's batch loss, before its step
+    replayed: int  #: pairs drawn from past anchors, summed over the steps
     trainable_parameters: int  #: LoRA parameters the steps changed
 
 
@@ -123,6 +124,7 @@ class OnlineLoraLearner:
         n_new = min(n_new, config.batch_size, len(new))
         order = [new[i] for i in self._rng.permutation(len(new))]
         losses: list[float] = []
+        replayed = 0
         start = time.perf_counter()
         scorer.model.train()
         try:
@@ -133,6 +135,7 @@ class OnlineLoraLearner:
                 n_old = min(config.batch_size - n_new, len(old))
                 replay = [old[i] for i in self._rng.choice(len(old), n_old, replace=False)]
                 keys = list(dict.fromkeys(fresh)) + replay
+                replayed += len(replay)
                 loss = soft_target_loss(
                     scorer, self.memory.prompts(keys), self.memory.targets(keys)
                 )
@@ -160,6 +163,7 @@ class OnlineLoraLearner:
             steps=len(losses),
             seconds=time.perf_counter() - start,
             losses=tuple(losses),
+            replayed=replayed,
             trainable_parameters=sum(p.numel() for p in params),
         )
 

@@ -15,7 +15,7 @@ Example (needs the ``transformers`` extra)::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -119,20 +119,24 @@ def build_tiny_causal_lm(
 
 
 def keyword_task(
-    n: int, rng: np.random.Generator, noise: float = 0.08
+    n: int,
+    rng: np.random.Generator,
+    noise: float = 0.08,
+    keywords: Sequence[str] | None = None,
 ) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     """``n`` synthetic items whose real score is learnable from one token of the prompt.
 
     Each artifact is a two-line program (a random constant, then a call of one of
-    :data:`KEYWORD_LEVELS`), each context a random task number; the real score is the
-    keyword's level plus Gaussian noise of sd ``noise``, clipped to [0, 1]. Returns
-    contexts, artifacts, real scores and the noise-free levels (the oracle's prediction).
+    :data:`KEYWORD_LEVELS`, or of ``keywords`` among them), each context a random task
+    number; the real score is the keyword's level plus Gaussian noise of sd ``noise``,
+    clipped to [0, 1]. Returns contexts, artifacts, real scores and the noise-free levels
+    (the oracle's prediction).
 
     >>> contexts, artifacts, real, level = keyword_task(3, np.random.default_rng(0))
     >>> artifacts[0].splitlines()[1], float(level[0])
     ('return print(x)', 0.2)
     """
-    names = list(KEYWORD_LEVELS)
+    names = list(keywords if keywords is not None else KEYWORD_LEVELS)
     picks = rng.integers(len(names), size=n)
     level = np.array([KEYWORD_LEVELS[names[k]] for k in picks])
     contexts = [f"Task {rng.integers(100)}" for _ in range(n)]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,22 +119,24 @@ class VLLMScorer(PromptScorer):
         self.logprobs = min(logprobs, len(self.tokenizer))  # top-k beyond the vocabulary fails
         self.trainer = trainer
         self.lora_request: Any = None  # the adapter served, once the trainer has learned
-        self._adapters = Path(tempfile.mkdtemp(prefix="wmrl-vllm-lora-")) if trainer else None
+        self._adapters = Path(tempfile.mkdtemp(prefix="wmrl-vllm-lora-"))
+        weakref.finalize(self, shutil.rmtree, self._adapters, True)  # removed with the scorer
+        self._version = 0
 
     def learn(self, prompts: list[str], targets: np.ndarray) -> Any:
         """Train the trainer's adapters on the anchors and serve them through a new
         ``LoRARequest`` (a new id: vLLM caches adapters by id); ``None`` without a trainer."""
-        if self.trainer is None or self._adapters is None:
+        if self.trainer is None:
             return None
         report = self.trainer.learn(prompts, targets)
-        version = 1 if self.lora_request is None else self.lora_request.lora_int_id + 1
-        path = self._adapters / f"v{version}"
-        self.trainer.model.save_pretrained(str(path))
         lora = require("vllm.lora.request", "VLLMScorer online learning")
-        previous = self.lora_request
-        self.lora_request = lora.LoRARequest(f"wmrl-online-{version}", version, str(path))
-        if previous is not None:
-            shutil.rmtree(previous.lora_path, ignore_errors=True)
+        self._version += 1
+        path = self._adapters / f"v{self._version}"
+        self.trainer.model.save_pretrained(str(path))
+        self.lora_request = lora.LoRARequest(
+            f"wmrl-online-{self._version}", self._version, str(path)
+        )
+        shutil.rmtree(self._adapters / f"v{self._version - 1}", ignore_errors=True)
         return report
 
     def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
