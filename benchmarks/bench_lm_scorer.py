@@ -1,7 +1,7 @@
 """The LM scorer's online learning and calibrated std, on a tiny random Qwen2 (CPU, 1 thread).
 
     python benchmarks/bench_lm_scorer.py [--seeds 0,1,2] [--rounds 1,2,4,8,16] [--out runs/bench_lm]
-        [--parts cost,learning,forgetting]
+        [--parts cost,learning,forgetting] [--parts mltasks --ml-tasks 4 --repeats 2]
 
 A synthetic task whose truth is learnable (``tiny_lm.keyword_task``: the real score is the
 level of the function a two-line program calls, 0.2-0.8, plus noise of sd 0.08). For each
@@ -14,6 +14,11 @@ items after 0, 1, 2, 4, 8 and 16 rounds:
 * ``forgetting``: 8 rounds on two of the four functions, then 8 on the other two; MSE on
   the first two before and after the second phase, with the default replay (half of each
   batch drawn from past anchors) and without;
+* ``mltasks`` (not in the default ``--parts``): the same scorer on the first ``--ml-tasks``
+  held-out tasks of the ML suite, with ``bench_world_models.py anchors``' protocol and
+  metrics (``within_task_metrics``: within-task Spearman, top-1 regret and coverage on the
+  task's programs that were not anchors, zero-shot and after 1, 2, 4, 8 anchor groups of 8,
+  uniform and on-policy), restarted from the base weights for every draw;
 * ``cost``: seconds per ``update()`` (and per optimizer step) for 8 / 16 / 32 / 64 anchors, the
   LoRA parameters it trains, seconds per 100 predictions;
 * ``coverage`` of +-1 / +-1.96 std on the test items: the raw score-token spread, the std
@@ -127,6 +132,41 @@ def forgetting(model_dir: str, seed: int, learning_rate: float, rounds: int = 8)
     return out
 
 
+class PerTaskScorer:
+    """The scorer restarted from its base weights whenever the anchors protocol resets a task."""
+
+    def __init__(self, model_dir: str, learning_rate: float) -> None:
+        self.model_dir, self.learning_rate = model_dir, learning_rate
+        self.reset_task()
+
+    def reset_task(self, context: object = None) -> None:
+        self.scorer = make_scorer(self.model_dir, self.learning_rate)
+
+    def predict(self, contexts, artifacts):
+        return self.scorer.predict(contexts, artifacts)
+
+    def update(self, contexts, artifacts, real) -> None:
+        self.scorer.update(contexts, artifacts, real)
+
+
+def ml_tasks(model_dir: str, n_tasks: int, repeats: int, learning_rate: float) -> dict:
+    """bench_world_models.py's anchors protocol on the first ``n_tasks`` held-out tasks."""
+    from bench_world_models import POLICIES, within_task_metrics
+
+    from wmrl_env.world_models.ml_default import pretraining_tasks, table_training_pairs
+
+    tasks = pretraining_tasks("heldout")[:n_tasks]
+    pairs = table_training_pairs(tasks)
+    model = PerTaskScorer(model_dir, learning_rate)
+    row: dict = {"tasks": list(tasks), "repeats": repeats}
+    for policy in POLICIES:
+        row[policy] = {
+            k: within_task_metrics(model, pairs, k, policy, repeats, seed=k)
+            for k in ((0, 1, 2, 4, 8) if policy == "uniform" else (1, 2, 4, 8))
+        }
+    return row
+
+
 def update_cost(model_dir: str, learning_rate: float) -> dict:
     """Seconds per update() for several anchor counts (after a warm-up update)."""
     from wmrl_env.world_models.tiny_lm import keyword_task
@@ -161,7 +201,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2", help="model seeds (also the data's)")
     parser.add_argument("--rounds", default="1,2,4,8,16", help="update rounds to score after")
     parser.add_argument("--learning-rate", type=float, default=3e-3)
-    parser.add_argument("--parts", default=",".join(PARTS), help="which measurements to run")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="measurements: cost,learning,forgetting,mltasks"
+    )
+    parser.add_argument("--ml-tasks", type=int, default=4, help="mltasks: held-out tasks")
+    parser.add_argument("--repeats", type=int, default=2, help="mltasks: anchor draws per task")
     parser.add_argument("--out", default="runs/bench_lm")
     args = parser.parse_args()
     import torch
@@ -188,6 +232,10 @@ def main() -> None:
         if "cost" in parts:
             record["cost"] = update_cost(model_dirs[min(model_dirs)], args.learning_rate)
             record["load_average_cost"] = os.getloadavg()
+        if "mltasks" in parts:
+            model_dir = model_dirs[min(model_dirs)]
+            record["mltasks"] = ml_tasks(model_dir, args.ml_tasks, args.repeats, args.learning_rate)
+            path.write_text(json.dumps(record, indent=2))
         for part in ("learning", "forgetting"):
             if part not in parts:
                 continue
