@@ -223,3 +223,22 @@ def test_vllm_scorer_refuses_a_trainer_of_another_prompt(tiny_lm_dir) -> None:
     trainer = make_scorer(tiny_lm_dir)  # TEMPLATE, not the default prompt
     with pytest.raises(ValueError, match="same prompt"):
         VLLMScorer(tiny_lm_dir, trainer=trainer)  # checked before vLLM is needed
+
+
+def test_state_dict_resumes_learning_exactly(tiny_lm_dir) -> None:
+    """What a training checkpoint needs: adapters, optimizer moments, memory, draws and
+    calibration restored into a fresh scorer continue bit for bit."""
+    first, second = task(24, seed=11)[:3], task(24, seed=12)[:3]
+    contexts, artifacts, _, _ = task(10, seed=13)
+    original = make_scorer(tiny_lm_dir, holdout_fraction=0.5)
+    fresh = make_scorer(tiny_lm_dir, holdout_fraction=0.5)
+    assert fresh.state_dict()["adapters"] is None  # nothing learned yet
+    original.update(*first)
+    state = original.state_dict()
+    original.update(*second)
+    expected = original.predict(contexts, artifacts)
+    fresh.load_state_dict(state)
+    fresh.update(*second)
+    got = fresh.predict(contexts, artifacts)
+    np.testing.assert_array_equal(got.scores, expected.scores)
+    np.testing.assert_array_equal(got.std, expected.std)

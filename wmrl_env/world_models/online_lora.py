@@ -199,10 +199,33 @@ class OnlineLoraLearner:
         self._rng.bit_generator.state = rng
 
     def state_dict(self) -> dict[str, Any]:
-        """The memory and the draw state (the adapters are saved with the model)."""
+        """The memory and the draw state, as plain data (see :meth:`training_state` for the
+        adapters and the optimizer)."""
         return {"memory": self.memory.state_dict(), "rng": self._rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned (the optimizer starts afresh)."""
+        """Restore what :meth:`state_dict` returned."""
         self.memory.load_state_dict(state["memory"])
         self._rng.bit_generator.state = state["rng"]
+
+    def training_state(self, scorer: CausalLMScorer) -> dict[str, Any]:
+        """The LoRA weights and the optimizer's state (torch tensors, copied), ``None`` each
+        before the first update: with :meth:`state_dict`, what resumes learning exactly."""
+        if self._optimizer is None or self._model is not scorer.model:
+            return {"adapters": None, "optimizer": None}
+        peft = require("peft", "online learning")
+        weights = peft.get_peft_model_state_dict(scorer.model)
+        return {
+            "adapters": {name: tensor.detach().clone() for name, tensor in weights.items()},
+            "optimizer": copy.deepcopy(self._optimizer.state_dict()),
+        }
+
+    def load_training_state(self, scorer: CausalLMScorer, state: dict[str, Any]) -> None:
+        """Restore what :meth:`training_state` returned into ``scorer`` (same base model)."""
+        if state["adapters"] is None:
+            return
+        peft = require("peft", "online learning")
+        self._trainable(scorer)  # adds the adapters and the optimizer if missing
+        peft.set_peft_model_state_dict(scorer.model, state["adapters"])
+        if state["optimizer"] is not None:
+            self._optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
