@@ -126,10 +126,22 @@ def test_online_update_is_served_through_a_lora_adapter() -> None:
     before = scorer.predict(CONTEXTS, ARTIFACTS)
     report = scorer.update(CONTEXTS, ARTIFACTS, np.array([1.0, 0.0, 0.5, 1.0]))
     assert report.steps == trainer.learner.config.steps
-    assert scorer.lora_request.lora_int_id == 1
+    first_id = scorer.lora_request.lora_int_id
     served = scorer.predict(CONTEXTS, ARTIFACTS)
     expected = trainer.predict(CONTEXTS, ARTIFACTS)
     np.testing.assert_allclose(served.scores, expected.scores, atol=1e-4)
     assert np.abs(served.scores - before.scores).max() > 1e-3
     scorer.update(CONTEXTS, ARTIFACTS, np.array([0.0, 1.0, 0.5, 0.0]))
-    assert scorer.lora_request.lora_int_id == 2  # a new id: vLLM caches adapters by id
+    assert scorer.lora_request.lora_int_id > first_id  # vLLM caches adapters by id
+    # a checkpoint restored into a scorer with a fresh trainer serves the same adapters
+    fresh_trainer = CausalLMScorer(
+        tiny_model_dir(), min_score_mass=0.0, dtype="float32", holdout_fraction=0.0
+    )
+    restored = make_scorer(llm=llm, trainer=fresh_trainer, holdout_fraction=0.0)
+    restored.load_state_dict(scorer.state_dict())
+    assert restored.lora_request.lora_int_id > scorer.lora_request.lora_int_id  # never reused
+    np.testing.assert_allclose(
+        restored.predict(CONTEXTS, ARTIFACTS).scores,
+        scorer.predict(CONTEXTS, ARTIFACTS).scores,
+        atol=1e-6,
+    )

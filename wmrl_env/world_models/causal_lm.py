@@ -235,7 +235,8 @@ class CausalLMScorer(PromptScorer):
 
         return plain(
             {
-                **self._online_part(),
+                **PromptScorer.state_dict(self),
+                "learner": self.learner.state_dict(),
                 "holdout_fraction": self.holdout_fraction,
                 "online": {**vars(self.learner.config)},
                 "window": self.std_calibration.window,
@@ -244,31 +245,23 @@ class CausalLMScorer(PromptScorer):
             }
         )
 
-    def _online_part(self) -> dict[str, Any]:
-        return {
-            "learner": self.learner.state_dict(),
-            "calibration": self.std_calibration.state_dict(),
-            "calibration_set": [list(pair) for pair in self.calibration_set],
-        }
-
-    def _load_online_part(self, state: dict[str, Any]) -> None:
-        self.learner.load_state_dict(state["learner"])
-        self.std_calibration.load_state_dict(state["calibration"])
-        self.calibration_set.clear()
-        self.calibration_set.extend((prompt, real) for prompt, real in state["calibration_set"])
-
     def state_dict(self) -> dict[str, Any]:
         """Everything online learning changed: the LoRA weights and the optimizer's state
         (``None`` before the first update), the anchor memory and draw state, the std
         calibration and its held-out set. With :meth:`load_state_dict` on a scorer of the
         same base model and settings, learning resumes exactly (checkpoints of
         :class:`~wmrl_env.integrations.trl.WMRLGRPOTrainer` use it)."""
-        return {**self._online_part(), **self.learner.training_state(self)}
+        return {
+            **super().state_dict(),
+            "learner": self.learner.state_dict(),
+            **self.learner.training_state(self),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.learner.load_training_state(self, state)
-        self._load_online_part(state)
+        self.learner.load_state_dict(state["learner"])
+        super().load_state_dict(state)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **overrides: Any) -> CausalLMScorer:
@@ -294,5 +287,6 @@ class CausalLMScorer(PromptScorer):
         kwargs.update(overrides)
         scorer = cls(config["base_model"], **kwargs)
         if state is not None:
-            scorer._load_online_part(state)
+            scorer.learner.load_state_dict(state["learner"])
+            PromptScorer.load_state_dict(scorer, state)
         return scorer

@@ -261,6 +261,19 @@ class PromptScorer(abc.ABC):
         valid = raw.valid
         self.std_calibration.add(np.abs(np.array(real) - raw.scores)[valid], raw.std[valid])
 
+    def state_dict(self) -> dict[str, Any]:
+        """The std calibration and its held-out set, as plain data."""
+        return {
+            "calibration": self.std_calibration.state_dict(),
+            "calibration_set": [list(pair) for pair in self.calibration_set],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.std_calibration.load_state_dict(state["calibration"])
+        self.calibration_set.clear()
+        self.calibration_set.extend((prompt, real) for prompt, real in state["calibration_set"])
+
     def _scored(
         self, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
     ) -> tuple[list[str], np.ndarray]:

@@ -37,6 +37,7 @@ Example (needs vLLM)::
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -55,6 +56,10 @@ if TYPE_CHECKING:
     from wmrl_env.world_models.causal_lm import CausalLMScorer
 
 __all__ = ["VLLMScorer"]
+
+#: LoRA adapter ids, unique in the process: vLLM caches an adapter by its id, engine-wide, so
+#: an id must never be reused for other weights (by this scorer or another on the same engine)
+_ADAPTER_IDS = itertools.count(1)
 
 
 class VLLMScorer(PromptScorer):
@@ -121,23 +126,40 @@ class VLLMScorer(PromptScorer):
         self.lora_request: Any = None  # the adapter served, once the trainer has learned
         self._adapters = Path(tempfile.mkdtemp(prefix="wmrl-vllm-lora-"))
         weakref.finalize(self, shutil.rmtree, self._adapters, True)  # removed with the scorer
-        self._version = 0
 
     def learn(self, prompts: list[str], targets: np.ndarray) -> Any:
         """Train the trainer's adapters on the anchors and serve them through a new
-        ``LoRARequest`` (a new id: vLLM caches adapters by id); ``None`` without a trainer."""
+        ``LoRARequest`` (a new id, see :data:`_ADAPTER_IDS`); ``None`` without a trainer."""
         if self.trainer is None:
             return None
         report = self.trainer.learn(prompts, targets)
-        lora = require("vllm.lora.request", "VLLMScorer online learning")
-        self._version += 1
-        path = self._adapters / f"v{self._version}"
-        self.trainer.model.save_pretrained(str(path))
-        self.lora_request = lora.LoRARequest(
-            f"wmrl-online-{self._version}", self._version, str(path)
-        )
-        shutil.rmtree(self._adapters / f"v{self._version - 1}", ignore_errors=True)
+        self._serve(self.trainer)
         return report
+
+    def _serve(self, trainer: CausalLMScorer) -> None:
+        """Save ``trainer``'s adapters and switch to them under a new id."""
+        lora = require("vllm.lora.request", "VLLMScorer online learning")
+        adapter_id = next(_ADAPTER_IDS)
+        path = self._adapters / f"v{adapter_id}"
+        trainer.model.save_pretrained(str(path))
+        self.lora_request = lora.LoRARequest(f"wmrl-online-{adapter_id}", adapter_id, str(path))
+        for old in self._adapters.iterdir():  # the adapters served before
+            if old != path:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The std calibration and, with a trainer, its online state
+        (:meth:`CausalLMScorer.state_dict`)."""
+        trainer = self.trainer.state_dict() if self.trainer is not None else None
+        return {**super().state_dict(), "trainer": trainer}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned and serve the trainer's adapters."""
+        super().load_state_dict(state)
+        if self.trainer is not None and state["trainer"] is not None:
+            self.trainer.load_state_dict(state["trainer"])
+            if state["trainer"]["adapters"] is not None:
+                self._serve(self.trainer)
 
     def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
         """As :meth:`PromptScorer.score_log_probs`; ``-inf`` where outside the top K."""
