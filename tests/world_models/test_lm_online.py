@@ -65,10 +65,11 @@ def test_online_updates_learn_a_learnable_task(trained) -> None:
     rho_before = spearmanr(before.scores, real).statistic
     rho_after = spearmanr(after.scores, real).statistic
     rho_oracle = spearmanr(level, real).statistic  # 0.95: the noise-free levels
-    # a model that knows nothing has Spearman ~ N(0, 1/sqrt(N_TEST - 1) = 0.071) on these
-    # items: after ~320 trained anchors the ranking must be far outside that (0.6, 8 sd) and
-    # close to the oracle
-    assert abs(rho_before) < 3 / np.sqrt(N_TEST - 1) + 0.1
+    # zero-shot: a random model's scores hardly depend on the prompt (measured |rho| <= 0.02 over
+    # model seeds 0-2); between independent rankings of N_TEST items Spearman has sd 0.071
+    assert abs(rho_before) < 0.2
+    # after ~320 trained anchors (measured 0.92-0.93 over model seeds 0-2; the oracle 0.95):
+    # 0.6 lies more than 5 null sd above anything the zero-shot check lets through
     assert rho_after > 0.6 and rho_after > rho_oracle - 0.15
     mse_before = np.mean((before.scores - real) ** 2)
     mse_after = np.mean((after.scores - real) ** 2)
