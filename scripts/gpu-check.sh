@@ -7,7 +7,8 @@
 #   bash scripts/gpu-check.sh --sizes tiny --device cpu --num-programs 16   # a CPU dry run
 #
 # Measures the vLLM world-model scorer (programs/s; needs `pip install 'wmrl-env[vllm]'`,
-# skipped with the reason otherwise), a CausalLMScorer forward pass per batch, and one TRL GRPO
+# skipped with the reason otherwise), a CausalLMScorer forward pass per batch, its online update
+# (a LoRA step on 32 anchors) and that update served by vLLM through a LoRA adapter, one TRL GRPO
 # step with WorldModelReward (0.5B and tiny only: a full 4B step needs ~64 GB of optimizer state).
 # Extra arguments go to `python -m wmrl_env.bench.gpu_check` (see --help).
 set -euo pipefail

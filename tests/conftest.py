@@ -89,6 +89,7 @@ MARKER_CHECKS: dict[str, Callable[[], str | None]] = {
     "docker": _docker_missing,
     "torch": _module_missing("torch", "torch"),
     "transformers": _module_missing("transformers", "transformers"),
+    "lora": _module_missing("peft", "lora"),
     "ray": _module_missing("ray", "ray"),
     "robosuite": _module_missing("robosuite", "robosuite"),
     "sb3": _module_missing("stable_baselines3", "sb3"),

@@ -39,6 +39,10 @@ def test_tiny_cpu_check_measures_each_part_or_names_why_not(tmp_path) -> None:
     causal = tiny["causal_lm"]
     assert causal["batch_size"] == 4 and causal["seconds_per_batch"] > 0, causal
     assert causal["programs_per_s"] == pytest.approx(4 / causal["seconds_per_batch"], rel=1e-6)
+    online = tiny["online"]
+    assert online["steps"] == 4 and online["update_seconds"] > 0, online
+    assert online["trainable_parameters"] > 0 and online["anchors"] == 8
+    assert "skipped" in tiny["vllm_online"]
     grpo = tiny["grpo"]
     assert grpo["completions_per_step"] == 4 and grpo["step_seconds"] > 0, grpo
     assert grpo["real_executions"] >= 2  # each step anchors at least one group of 2

@@ -41,6 +41,10 @@ class TestCausalLMScorerContract(WorldModelContract):
         picks = rng.integers(len(CONTEXTS), size=n)
         return [CONTEXTS[i] for i in picks], [ARTIFACTS[i] for i in picks], rng.random(n)
 
+    @pytest.mark.lora  # online learning trains LoRA adapters (peft)
+    def test_update_if_supported(self) -> None:
+        super().test_update_if_supported()
+
 
 def test_expectation_is_the_mean_of_the_score_token_distribution() -> None:
     model = scorer()

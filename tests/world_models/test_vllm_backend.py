@@ -51,7 +51,8 @@ def make_scorer(**kwargs):
 
     # the whole vocabulary in the top-K list, so the expectation is exact
     options = {"min_score_mass": 0.0, "logprobs": 1024, "max_length": 500}
-    return VLLMScorer(tiny_model_dir(), llm=shared_llm(), **{**options, **kwargs})
+    llm = kwargs.pop("llm", None) or shared_llm()
+    return VLLMScorer(tiny_model_dir(), llm=llm, **{**options, **kwargs})
 
 
 class TestVLLMScorerContract(WorldModelContract):
@@ -92,3 +93,55 @@ def test_score_tokens_missing_from_top_k_lower_the_mass() -> None:
     prediction = scorer.predict(CONTEXTS, ARTIFACTS)
     assert not prediction.valid.any()
     assert set(prediction.reasons) <= {"low_score_mass", "nan"}
+
+
+def test_online_update_is_served_through_a_lora_adapter() -> None:
+    """The trainer's LoRA step reaches vLLM: after update(), vLLM's expectation equals the
+    trainer's (transformers, same adapter) and moved away from the base model's."""
+    import vllm
+
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.online_lora import OnlineLoraConfig
+
+    trainer = CausalLMScorer(
+        tiny_model_dir(),
+        min_score_mass=0.0,
+        dtype="float32",
+        holdout_fraction=0.0,
+        online=OnlineLoraConfig(learning_rate=3e-3),
+    )
+    llm = vllm.LLM(
+        model=tiny_model_dir(),
+        dtype="float32",
+        max_model_len=512,
+        max_logprobs=1024,
+        enforce_eager=True,
+        gpu_memory_utilization=0.1,
+        seed=0,
+        enable_lora=True,
+        max_lora_rank=trainer.learner.config.rank,
+        max_loras=1,
+    )
+    scorer = make_scorer(llm=llm, trainer=trainer, holdout_fraction=0.0)
+    before = scorer.predict(CONTEXTS, ARTIFACTS)
+    report = scorer.update(CONTEXTS, ARTIFACTS, np.array([1.0, 0.0, 0.5, 1.0]))
+    assert report.steps == trainer.learner.config.steps
+    first_id = scorer.lora_request.lora_int_id
+    served = scorer.predict(CONTEXTS, ARTIFACTS)
+    expected = trainer.predict(CONTEXTS, ARTIFACTS)
+    np.testing.assert_allclose(served.scores, expected.scores, atol=1e-4)
+    assert np.abs(served.scores - before.scores).max() > 1e-3
+    scorer.update(CONTEXTS, ARTIFACTS, np.array([0.0, 1.0, 0.5, 0.0]))
+    assert scorer.lora_request.lora_int_id > first_id  # vLLM caches adapters by id
+    # a checkpoint restored into a scorer with a fresh trainer serves the same adapters
+    fresh_trainer = CausalLMScorer(
+        tiny_model_dir(), min_score_mass=0.0, dtype="float32", holdout_fraction=0.0
+    )
+    restored = make_scorer(llm=llm, trainer=fresh_trainer, holdout_fraction=0.0)
+    restored.load_state_dict(scorer.state_dict())
+    assert restored.lora_request.lora_int_id > scorer.lora_request.lora_int_id  # never reused
+    np.testing.assert_allclose(
+        restored.predict(CONTEXTS, ARTIFACTS).scores,
+        scorer.predict(CONTEXTS, ARTIFACTS).scores,
+        atol=1e-6,
+    )

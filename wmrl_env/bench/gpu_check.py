@@ -9,6 +9,11 @@ For each size :func:`run_gpu_check` measures
   (needs vLLM and a CUDA GPU; otherwise skipped with the reason, never faked);
 * ``causal_lm``: :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer`, seconds per
   forward pass of one batch of (task, program) prompts, and programs per second;
+* ``online``: seconds per online ``update()`` of the scorer (a bounded LoRA step on 32 anchor
+  pairs: 4 AdamW steps of 16) and the LoRA parameters it trains;
+* ``vllm_online``: the same update served by vLLM through a LoRA adapter (``enable_lora``),
+  seconds per update (training, saving, the next prediction loading it) and the largest
+  difference between vLLM's and the trainer's expected scores after it (needs vLLM and CUDA);
 * ``grpo``: one TRL GRPO step of the model as the policy
   (:class:`~wmrl_env.integrations.trl.WMRLGRPOTrainer`) rewarded by
   :class:`~wmrl_env.integrations.trl.WorldModelReward` (world model v2, anchors replayed
@@ -165,6 +170,75 @@ def _causal_lm_figures(
     }
 
 
+def _anchors(pairs: tuple[list[str], list[str]], n: int = 32) -> tuple[list[str], ...]:
+    contexts, artifacts = pairs
+    return contexts[:n], artifacts[:n], [(7 * i % 11) / 10 for i in range(min(n, len(contexts)))]
+
+
+def _online_figures(
+    path: Path, pairs: tuple[list[str], list[str]], device: str, rounds: int = 3
+) -> dict[str, Any]:
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+
+    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    scorer = CausalLMScorer(path, device=device, dtype=dtype, min_score_mass=0.0)
+    contexts, artifacts, real = _anchors(pairs)
+    seconds = []
+    for _ in range(rounds):  # the first adds the adapters
+        start = time.perf_counter()
+        report = scorer.update(contexts, artifacts, real)
+        seconds.append(time.perf_counter() - start)
+    return {
+        "anchors": len(contexts),
+        "steps": report.steps,
+        "first_update_seconds": seconds[0],
+        "update_seconds": seconds[-1],
+        "trainable_parameters": report.trainable_parameters,
+    }
+
+
+def _vllm_online_figures(
+    path: Path, pairs: tuple[list[str], list[str]], device: str
+) -> dict[str, Any]:
+    if not is_available("vllm"):
+        return {"skipped": "vllm is not installed (pip install 'wmrl-env[vllm]' on a GPU machine)"}
+    if not device.startswith("cuda"):
+        return {"skipped": "no CUDA GPU: the vLLM check measures the GPU engine only"}
+    import numpy as np
+
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.vllm_backend import VLLMScorer
+
+    trainer = CausalLMScorer(path, device=device, dtype="bfloat16", min_score_mass=0.0)
+    llm_kwargs = {
+        "dtype": "bfloat16",
+        "gpu_memory_utilization": 0.3,
+        "max_model_len": 2048,
+        "enable_lora": True,
+        "max_lora_rank": trainer.learner.config.rank,
+        "max_logprobs": len(trainer.tokenizer),
+    }
+    scorer = VLLMScorer(
+        path,
+        llm_kwargs=llm_kwargs,
+        trainer=trainer,
+        min_score_mass=0.0,
+        logprobs=len(trainer.tokenizer),
+    )
+    contexts, artifacts, real = _anchors(pairs)
+    start = time.perf_counter()
+    scorer.update(contexts, artifacts, real)
+    served = scorer.predict(contexts, artifacts)  # loads the new adapter
+    seconds = time.perf_counter() - start
+    reference = trainer.predict(contexts, artifacts)
+    del scorer
+    return {
+        "anchors": len(contexts),
+        "update_and_predict_seconds": seconds,
+        "max_score_difference_to_trainer": float(np.max(np.abs(served.scores - reference.scores))),
+    }
+
+
 def _grpo_figures(path: Path, device: str, num_generations: int, tmp: Path) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -305,6 +379,8 @@ def _parts(
     return {
         "vllm": lambda: _vllm_figures(path, pairs, device),
         "causal_lm": lambda: _causal_lm_figures(path, pairs, device, options["batch_size"]),
+        "online": lambda: _online_figures(path, pairs, device),
+        "vllm_online": lambda: _vllm_online_figures(path, pairs, device),
         "grpo": lambda: (
             _grpo_figures(path, device, options["num_generations"], tmp)
             if size in grpo_sizes

@@ -22,6 +22,7 @@ from wmrl_env.world_models.causal_lm import CausalLMScorer
 from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
 from wmrl_env.world_models.encoder import TextEncoder
 from wmrl_env.world_models.ml_default import load_default_ml_world_model, load_ml_world_model
+from wmrl_env.world_models.online_lora import OnlineLoraConfig
 from wmrl_env.world_models.program_profile import ProgramProfileWorldModel
 from wmrl_env.world_models.program_task import ProgramTaskWorldModel
 from wmrl_env.world_models.prompting import ScorePrompt
@@ -33,6 +34,7 @@ __all__ = [
     "CausalLMScorer",
     "DynamicsWorldModel",
     "EmbeddingRegressor",
+    "OnlineLoraConfig",
     "Prediction",
     "ProgramProfileWorldModel",
     "ProgramTaskWorldModel",

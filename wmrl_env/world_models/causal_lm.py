@@ -16,10 +16,16 @@ sorted by length. Prompts longer than ``max_length`` tokens lose their beginning
 artifact's end or the question. LoRA adapters trained by
 :func:`~wmrl_env.world_models.lora.finetune_lora` are saved and loaded with the scorer.
 
+Online (:meth:`~wmrl_env.world_models.prompting.PromptScorer.update`, the world-model contract):
+a share of each round's anchors is held out to calibrate the std
+(:class:`~wmrl_env.world_models.conformal_std.ConformalStd`), the rest train a bounded LoRA
+step (:class:`~wmrl_env.world_models.online_lora.OnlineLoraLearner`; needs the ``lora`` extra).
+
 Example (needs the ``transformers`` extra)::
 
     scorer = CausalLMScorer("Qwen/Qwen2.5-0.5B-Instruct-local-dir")
     prediction = scorer.predict(["Sort a list."], ["def solve(x): return sorted(x)"])
+    scorer.update(["Sort a list."], ["def solve(x): return sorted(x)"], np.array([1.0]))
 """
 
 from __future__ import annotations
@@ -33,12 +39,19 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.utils.imports import require
+from wmrl_env.world_models.conformal_std import ConformalStd
+from wmrl_env.world_models.online_lora import (
+    OnlineLoraConfig,
+    OnlineLoraLearner,
+    OnlineUpdateReport,
+)
 from wmrl_env.world_models.prompting import MODES, PromptScorer, ScorePrompt
 from wmrl_env.world_models.score_bins import ScoreBins
 
 __all__ = ["MODES", "CausalLMScorer"]
 
 _CONFIG_FILE = "wmrl_scorer.json"
+_ONLINE_FILE = "wmrl_online.json"
 
 
 class CausalLMScorer(PromptScorer):
@@ -55,6 +68,10 @@ class CausalLMScorer(PromptScorer):
         device: torch device string.
         dtype: torch dtype name (``"float32"``, ``"bfloat16"``, ...); default the model's own.
         adapter_path: a LoRA adapter directory to apply (see :meth:`save`).
+        online: settings of online learning in :meth:`update`; default
+            :class:`~wmrl_env.world_models.online_lora.OnlineLoraConfig`.
+        calibration, holdout_fraction: the std's conformal calibration and the share of
+            anchors kept out of training for it (see :class:`PromptScorer`).
     """
 
     def __init__(
@@ -70,6 +87,9 @@ class CausalLMScorer(PromptScorer):
         device: str = "cpu",
         dtype: str | None = None,
         adapter_path: str | os.PathLike[str] | None = None,
+        online: OnlineLoraConfig | None = None,
+        calibration: ConformalStd | None = None,
+        holdout_fraction: float = 0.2,
     ) -> None:
         super().__init__(
             prompt=prompt,
@@ -77,6 +97,8 @@ class CausalLMScorer(PromptScorer):
             max_length=max_length,
             min_score_mass=min_score_mass,
             max_new_tokens=max_new_tokens,
+            calibration=calibration,
+            holdout_fraction=holdout_fraction,
         )
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -98,11 +120,18 @@ class CausalLMScorer(PromptScorer):
         ).to(device)
         if adapter_path is not None:
             peft = require("peft", "loading a LoRA adapter")
-            self.model = peft.PeftModel.from_pretrained(self.model, str(adapter_path))
+            self.model = peft.PeftModel.from_pretrained(
+                self.model, str(adapter_path), is_trainable=True
+            )  # trainable: update() keeps learning it
         self.model.eval()
         self.score_token_ids = self.prompt.score_token_ids(self.tokenizer)
         self.batch_size = batch_size
         self.device = device
+        self.learner = OnlineLoraLearner(online)
+
+    def learn(self, prompts: list[str], targets: np.ndarray) -> OnlineUpdateReport:
+        """One bounded online LoRA update (see :class:`OnlineLoraLearner`)."""
+        return self.learner.learn(self, prompts, targets)
 
     # ---------------------------------------------------------------- prediction
     def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
@@ -192,7 +221,47 @@ class CausalLMScorer(PromptScorer):
             "min_score_mass": self.min_score_mass,
         }
         (path / _CONFIG_FILE).write_text(json.dumps(config, indent=2))
+        (path / _ONLINE_FILE).write_text(json.dumps(self._online_state()))
         return path
+
+    def _online_state(self) -> dict[str, Any]:
+        """The anchor memory, the std calibration and its held-out set, the online settings,
+        as JSON data (the adapters are saved with the model; the optimizer is not saved)."""
+
+        def plain(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {key: plain(item) for key, item in value.items()}
+            return value.tolist() if isinstance(value, np.ndarray) else value
+
+        return plain(
+            {
+                **PromptScorer.state_dict(self),
+                "learner": self.learner.state_dict(),
+                "holdout_fraction": self.holdout_fraction,
+                "online": {**vars(self.learner.config)},
+                "window": self.std_calibration.window,
+                "min_residuals": self.std_calibration.min_residuals,
+                "floors": list(self.std_calibration.floors),
+            }
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything online learning changed: the LoRA weights and the optimizer's state
+        (``None`` before the first update), the anchor memory and draw state, the std
+        calibration and its held-out set. With :meth:`load_state_dict` on a scorer of the
+        same base model and settings, learning resumes exactly (checkpoints of
+        :class:`~wmrl_env.integrations.trl.WMRLGRPOTrainer` use it)."""
+        return {
+            **super().state_dict(),
+            "learner": self.learner.state_dict(),
+            **self.learner.training_state(self),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.learner.load_training_state(self, state)
+        self.learner.load_state_dict(state["learner"])
+        super().load_state_dict(state)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **overrides: Any) -> CausalLMScorer:
@@ -207,5 +276,17 @@ class CausalLMScorer(PromptScorer):
             "min_score_mass": config["min_score_mass"],
             "adapter_path": path if config["adapter"] else None,
         }
+        online = path / _ONLINE_FILE
+        state = json.loads(online.read_text()) if online.is_file() else None
+        if state is not None:
+            kwargs["online"] = OnlineLoraConfig(**state["online"])
+            kwargs["calibration"] = ConformalStd(
+                state["window"], state["min_residuals"], tuple(state["floors"])
+            )
+            kwargs["holdout_fraction"] = state["holdout_fraction"]
         kwargs.update(overrides)
-        return cls(config["base_model"], **kwargs)
+        scorer = cls(config["base_model"], **kwargs)
+        if state is not None:
+            scorer.learner.load_state_dict(state["learner"])
+            PromptScorer.load_state_dict(scorer, state)
+        return scorer

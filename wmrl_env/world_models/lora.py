@@ -18,14 +18,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wmrl_env.utils.imports import require
-from wmrl_env.world_models.causal_lm import CausalLMScorer
 
-__all__ = ["LoraTrainingConfig", "TrainingReport", "finetune_lora", "score_loss"]
+if TYPE_CHECKING:  # causal_lm imports this module's helpers for online learning
+    from wmrl_env.world_models.causal_lm import CausalLMScorer
+
+__all__ = [
+    "ALL_LINEAR",
+    "LoraTrainingConfig",
+    "TrainingReport",
+    "add_lora_adapters",
+    "finetune_lora",
+    "score_loss",
+    "soft_target_loss",
+]
+
+#: the linear layers of Qwen / Llama blocks: adapters on all of them by default
+ALL_LINEAR: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
 
 
 @dataclass
@@ -36,7 +57,7 @@ class LoraTrainingConfig:
     alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha"})
     dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA input"})
     target_modules: tuple[str, ...] = field(
-        default=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+        default=ALL_LINEAR,
         metadata={"help": "names of the linear layers that get adapters (all of Qwen/Llama's)"},
     )
     learning_rate: float = field(default=2e-4, metadata={"help": "AdamW learning rate"})
@@ -70,12 +91,47 @@ class TrainingReport:
     n_eval: int
 
 
-def _soft_target_loss(scorer: CausalLMScorer, prompts: list[str], scores: np.ndarray) -> Any:
+def soft_target_loss(scorer: CausalLMScorer, prompts: list[str], targets: np.ndarray) -> Any:
+    """Mean cross-entropy (a torch scalar) between the full-vocabulary next-token distribution
+    and ``targets``, distributions over the score tokens, shape ``(len(prompts), n)``."""
     torch = require("torch")
     batch = scorer.encode(prompts)
     log_probs = scorer.next_token_log_probs(batch)[:, scorer.score_token_ids]
-    targets = torch.as_tensor(scorer.prompt.bins.soft_targets(scores), dtype=log_probs.dtype)
+    targets = torch.as_tensor(np.asarray(targets), dtype=log_probs.dtype)
     return -(targets.to(log_probs.device) * log_probs).sum(dim=1).mean()
+
+
+def _score_loss_of(scorer: CausalLMScorer, prompts: list[str], scores: np.ndarray) -> Any:
+    return soft_target_loss(scorer, prompts, scorer.prompt.bins.soft_targets(scores))
+
+
+def add_lora_adapters(
+    scorer: CausalLMScorer,
+    rank: int,
+    alpha: float,
+    target_modules: Sequence[str] = ALL_LINEAR,
+    dropout: float = 0.0,
+    seed: int = 0,
+) -> None:
+    """Wrap ``scorer.model`` with fresh LoRA adapters (a no-op when it already has some).
+
+    The adapters' B matrices start at zero, so predictions are unchanged until a step; their
+    A matrices are drawn under ``seed`` without touching torch's global random state.
+    """
+    torch = require("torch", "LoRA fine-tuning")
+    peft = require("peft", "LoRA fine-tuning")
+    if hasattr(scorer.model, "peft_config"):
+        return
+    lora = peft.LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(target_modules),
+        task_type="CAUSAL_LM",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        scorer.model = peft.get_peft_model(scorer.model, lora)
 
 
 def score_loss(
@@ -93,7 +149,7 @@ def score_loss(
     with torch.inference_mode():
         for start in range(0, len(prompts), batch_size):
             part = slice(start, start + batch_size)
-            loss = _soft_target_loss(scorer, prompts[part], scores[part])
+            loss = _score_loss_of(scorer, prompts[part], scores[part])
             total += float(loss) * len(prompts[part])
     return total / max(len(prompts), 1)
 
@@ -111,7 +167,7 @@ def finetune_lora(
     out-of-range scores (before any training) and on a log too small to split.
     """
     torch = require("torch", "LoRA fine-tuning")
-    peft = require("peft", "LoRA fine-tuning")
+    require("peft", "LoRA fine-tuning")
     config = config or LoraTrainingConfig()
     prompts = scorer.prompt.render_batch(contexts, artifacts)
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -129,17 +185,9 @@ def finetune_lora(
     eval_set = ([contexts[i] for i in eval_idx], [artifacts[i] for i in eval_idx], scores[eval_idx])
     eval_before = score_loss(scorer, *eval_set) if n_eval else float("nan")
 
-    if not hasattr(scorer.model, "peft_config"):
-        lora = peft.LoraConfig(
-            r=config.rank,
-            lora_alpha=config.alpha,
-            lora_dropout=config.dropout,
-            target_modules=list(config.target_modules),
-            task_type="CAUSAL_LM",
-        )
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(config.seed)
-            scorer.model = peft.get_peft_model(scorer.model, lora)
+    add_lora_adapters(
+        scorer, config.rank, config.alpha, config.target_modules, config.dropout, config.seed
+    )
     trainable = [p for p in scorer.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=0.0)
 
@@ -149,7 +197,7 @@ def finetune_lora(
         for _ in range(config.epochs):
             for start in range(0, len(train_idx), config.batch_size):
                 idx = train_idx[start : start + config.batch_size]
-                loss = _soft_target_loss(scorer, [prompts[i] for i in idx], scores[idx])
+                loss = _score_loss_of(scorer, [prompts[i] for i in idx], scores[idx])
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()

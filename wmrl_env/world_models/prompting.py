@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import abc
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction, as_prediction
+from wmrl_env.world_models.conformal_std import ConformalStd, held_out_mask
 from wmrl_env.world_models.score_bins import ScoreBins
-from wmrl_env.world_models.text import check_batch
+from wmrl_env.world_models.text import check_batch, check_real_scores
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -130,11 +132,19 @@ def prediction_from_generations(texts: Sequence[str], bins: ScoreBins) -> Predic
 
 
 class PromptScorer(abc.ABC):
-    """The shared front of the language-model backends: options, prompts, :meth:`predict`.
+    """The shared front of the language-model backends: options, prompts, :meth:`predict`,
+    :meth:`update` (online learning and std calibration) and :meth:`calibrate`.
 
     Subclasses load a model, set :attr:`score_token_ids` (from
-    :meth:`ScorePrompt.score_token_ids`) and implement :meth:`score_log_probs` and
-    :meth:`generate`.
+    :meth:`ScorePrompt.score_token_ids`) and implement :meth:`score_log_probs`,
+    :meth:`generate` and :meth:`learn`.
+
+    The std of expectation mode is the spread of the score-token distribution scaled by
+    :attr:`std_calibration` (:class:`~wmrl_env.world_models.conformal_std.ConformalStd`), fitted
+    by split conformal calibration on :attr:`calibration_set`: anchors :meth:`update` holds out
+    of training (``holdout_fraction`` of them) and pairs given to :meth:`calibrate`, their
+    residuals recomputed under the current model after every update. Until
+    ``min_residuals`` pairs are in, the raw spread passes unchanged.
 
     Args:
         prompt: template and score vocabulary; default :class:`ScorePrompt`.
@@ -143,6 +153,10 @@ class PromptScorer(abc.ABC):
         max_length: prompt tokens kept (the beginning is cut when longer).
         min_score_mass: expectation mode flags items with less probability on the score tokens.
         max_new_tokens: generate mode's answer length.
+        calibration: the std's conformal calibration; default ``ConformalStd()`` with floors
+            of 0, 1, 3 and 10 % of the score range.
+        holdout_fraction: share of anchor prompts :meth:`update` keeps out of training to
+            calibrate the std on (the calibration set holds ``calibration.window`` pairs).
     """
 
     score_token_ids: list[int]
@@ -155,6 +169,8 @@ class PromptScorer(abc.ABC):
         max_length: int = 1024,
         min_score_mass: float = 0.1,
         max_new_tokens: int = 4,
+        calibration: ConformalStd | None = None,
+        holdout_fraction: float = 0.2,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -167,14 +183,104 @@ class PromptScorer(abc.ABC):
         self.max_length = max_length
         self.min_score_mass = min_score_mass
         self.max_new_tokens = max_new_tokens
+        low, high = self.prompt.bins.score_range
+        self.std_calibration = calibration or ConformalStd(
+            floors=tuple(f * (high - low) for f in (0.0, 0.01, 0.03, 0.1))
+        )
+        if not 0.0 <= holdout_fraction < 1.0:
+            raise ValueError(f"holdout_fraction must lie in [0, 1), got {holdout_fraction}")
+        self.holdout_fraction = holdout_fraction
+        #: held-out (prompt, real score) pairs the std is calibrated on, newest last
+        self.calibration_set: deque[tuple[str, float]] = deque(maxlen=self.std_calibration.window)
+        self.last_update: Any = None
 
     def predict(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> Prediction:
-        """Scores for a batch; std (expectation mode) and per-item validity."""
+        """Scores for a batch; calibrated std (expectation mode) and per-item validity."""
+        raw = self.predict_raw(contexts, artifacts)
+        if raw.std is None:
+            return raw
+        std = self.std_calibration.apply(raw.std)
+        return Prediction(scores=raw.scores, std=std, valid=raw.valid, reasons=raw.reasons)
+
+    def predict_raw(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> Prediction:
+        """As :meth:`predict`, with the score-token distribution's own spread as the std."""
         prompts = self.prompt.render_batch(contexts, artifacts)
         if self.mode == "generate":
             return prediction_from_generations(self.generate(prompts), self.prompt.bins)
         log_probs = self.score_log_probs(prompts)
         return prediction_from_log_probs(log_probs, self.prompt.bins, self.min_score_mass)
+
+    def update(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
+    ) -> Any:
+        """Learn from anchors: a ``holdout_fraction`` of prompts (chosen by a hash of the
+        prompt, so a repeated program always falls on the same side) joins the std's
+        calibration set, :meth:`learn` trains on the rest, then the std is recalibrated on
+        the calibration set's residuals under the updated model. Returns what :meth:`learn`
+        reports (``None`` when every anchor was held out).
+
+        NaN real scores (failed executions) are skipped and a batch without a score is a
+        no-op (returns ``None``); a wrong length, infinity or a score outside the score range
+        raises ``ValueError`` before anything changes.
+        """
+        prompts, real = self._scored(contexts, artifacts, real_scores)
+        if not prompts:
+            return None
+        held = held_out_mask(prompts, self.holdout_fraction)
+        report = None
+        if not held.all():
+            train = [p for p, h in zip(prompts, held, strict=True) if not h]
+            report = self.learn(train, self.prompt.bins.soft_targets(real[~held]))
+        self.calibration_set.extend(
+            (p, float(r)) for p, r, h in zip(prompts, real, held, strict=True) if h
+        )
+        self.recalibrate()
+        self.last_update = report
+        return report
+
+    def calibrate(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
+    ) -> tuple[float, float]:
+        """Add held-out pairs to the std's calibration set without learning from them (split
+        conformal) and recalibrate; returns the set's coverage of +-1 and +-1.96 std."""
+        prompts, real = self._scored(contexts, artifacts, real_scores)
+        self.calibration_set.extend(zip(prompts, real.tolist(), strict=True))
+        self.recalibrate()
+        return self.std_calibration.coverage()
+
+    def recalibrate(self) -> None:
+        """Refit the std's scale on the calibration set's residuals under the current model
+        (one forward pass over the set; nothing to do in generate mode)."""
+        if self.mode == "generate" or not self.calibration_set:
+            return
+        prompts, real = zip(*self.calibration_set, strict=True)
+        raw = prediction_from_log_probs(
+            self.score_log_probs(list(prompts)), self.prompt.bins, self.min_score_mass
+        )
+        self.std_calibration.reset()
+        valid = raw.valid
+        self.std_calibration.add(np.abs(np.array(real) - raw.scores)[valid], raw.std[valid])
+
+    def state_dict(self) -> dict[str, Any]:
+        """The std calibration and its held-out set, as plain data."""
+        return {
+            "calibration": self.std_calibration.state_dict(),
+            "calibration_set": [list(pair) for pair in self.calibration_set],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.std_calibration.load_state_dict(state["calibration"])
+        self.calibration_set.clear()
+        self.calibration_set.extend((prompt, real) for prompt, real in state["calibration_set"])
+
+    def _scored(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
+    ) -> tuple[list[str], np.ndarray]:
+        """Prompts and real scores of the items that carry a score (checked, see update)."""
+        prompts = self.prompt.render_batch(contexts, artifacts)
+        real, keep = check_real_scores(real_scores, len(prompts), self.prompt.bins.score_range)
+        return [p for p, k in zip(prompts, keep, strict=True) if k], real[keep]
 
     @abc.abstractmethod
     def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
@@ -183,3 +289,7 @@ class PromptScorer(abc.ABC):
     @abc.abstractmethod
     def generate(self, prompts: Sequence[str]) -> list[str]:
         """Greedy answers (new tokens only, decoded) for each prompt."""
+
+    @abc.abstractmethod
+    def learn(self, prompts: list[str], targets: np.ndarray) -> Any:
+        """Train on prompts and their soft targets over the score tokens (one online step)."""

@@ -3,7 +3,8 @@
 For tests, examples and benchmarks of the language-model backends on machines without a
 model hub: a byte-level BPE tokenizer trained locally with ``tokenizers`` (digits split one
 per token, like Qwen's) and a Qwen2 model with random weights, both saved with
-``save_pretrained`` so every backend loads them exactly like a downloaded model.
+``save_pretrained`` so every backend loads them exactly like a downloaded model; and
+:func:`keyword_task`, a synthetic scoring task such a model can learn online.
 
 Example (needs the ``transformers`` extra)::
 
@@ -14,12 +15,23 @@ Example (needs the ``transformers`` extra)::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from wmrl_env.utils.imports import require
 
-__all__ = ["TINY_CORPUS", "build_tiny_causal_lm", "build_tiny_tokenizer"]
+__all__ = [
+    "KEYWORD_LEVELS",
+    "TINY_CORPUS",
+    "build_tiny_causal_lm",
+    "build_tiny_tokenizer",
+    "keyword_task",
+]
+
+#: the function a synthetic program calls -> the mean real score it earns
+KEYWORD_LEVELS: dict[str, float] = {"sorted": 0.8, "reversed": 0.6, "max": 0.4, "print": 0.2}
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -104,3 +116,30 @@ def build_tiny_causal_lm(
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(str(path))
     return path
+
+
+def keyword_task(
+    n: int,
+    rng: np.random.Generator,
+    noise: float = 0.08,
+    keywords: Sequence[str] | None = None,
+) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """``n`` synthetic items whose real score is learnable from one token of the prompt.
+
+    Each artifact is a two-line program (a random constant, then a call of one of
+    :data:`KEYWORD_LEVELS`, or of ``keywords`` among them), each context a random task
+    number; the real score is the keyword's level plus Gaussian noise of sd ``noise``,
+    clipped to [0, 1]. Returns contexts, artifacts, real scores and the noise-free levels
+    (the oracle's prediction).
+
+    >>> contexts, artifacts, real, level = keyword_task(3, np.random.default_rng(0))
+    >>> artifacts[0].splitlines()[1], float(level[0])
+    ('return print(x)', 0.2)
+    """
+    names = list(keywords if keywords is not None else KEYWORD_LEVELS)
+    picks = rng.integers(len(names), size=n)
+    level = np.array([KEYWORD_LEVELS[names[k]] for k in picks])
+    contexts = [f"Task {rng.integers(100)}" for _ in range(n)]
+    artifacts = [f"x = {rng.integers(1000)}\nreturn {names[k]}(x)" for k in picks]
+    real = np.clip(level + rng.normal(0.0, noise, size=n), 0.0, 1.0)
+    return contexts, artifacts, real, level
