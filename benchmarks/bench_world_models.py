@@ -29,8 +29,9 @@ minus that of the predicted best), zero-shot and after 1, 2, 4 and 8 anchor grou
 programs of the task fed through ``update()``, drawn ``uniform`` (distinct, random) or
 ``on_policy`` (with repeats, from a softmax policy concentrated on a few good programs),
 ``--repeats`` draws each, scored on the task's other programs; the share of real scores
-inside +-1 and +-1.96 predicted std; programs per CPU-second at batch 256, every text new
-and cached. Failed executions score 0, the reward they get.
+inside +-1 and +-1.96 predicted std; programs per CPU-second at batch 256 for new code, new
+texts of known code and cached texts, against ``ast.parse`` in the same run
+(:func:`program_throughput`). Failed executions score 0, the reward they get.
 """
 
 from __future__ import annotations
