@@ -284,7 +284,10 @@ class ProgramProfileWorldModel:
         else:  # too few tasks ran the grid's pairs: v2's feature kernel, over the grid
             self.covariance_source = "features"
             self.covariance = self._feature_covariance(rows, residuals, groups)
-            covariances = [self.covariance] * n_folds
+            covariances = [  # each fold's kernel fitted without it, as for the table's
+                self._feature_covariance(rows, residuals, groups, folds != f)
+                for f in range(n_folds)
+            ]
         self.std_scale, self.variance_floor = self._conformal_scale(
             matrix, covariances, folds, spread, groups, label, y - residuals
         )
@@ -310,14 +313,20 @@ class ProgramProfileWorldModel:
         self._cache.clear()
 
     def _feature_covariance(
-        self, rows: np.ndarray, residuals: np.ndarray, groups: np.ndarray
+        self,
+        rows: np.ndarray,
+        residuals: np.ndarray,
+        groups: np.ndarray,
+        tasks: np.ndarray | None = None,
     ) -> ProgramCovariance:
         """v2's kernel (bias + RBFs over blocks of standardised program features, fitted by
         maximum marginal likelihood on each task's out-of-task residuals) evaluated between
         the grid programs (each at the mean of its texts): the covariance when the table
-        cannot teach one."""
+        cannot teach one. ``tasks``: a mask of the tasks to fit on (default all)."""
         space = self._space(rows)
-        per_task = [np.flatnonzero(groups == g) for g in range(int(groups.max()) + 1)]
+        n_tasks = int(groups.max()) + 1
+        chosen = np.ones(n_tasks, dtype=bool) if tasks is None else tasks
+        per_task = [np.flatnonzero(groups == g) for g in np.flatnonzero(chosen)]
         prior = fit_residual_prior(
             [space[i] for i in per_task], [residuals[i] for i in per_task], _GP_BLOCKS
         )
