@@ -3,6 +3,7 @@
     python benchmarks/bench_world_models.py throughput [--out runs/bench_wm]
     python benchmarks/bench_world_models.py heldout    [--out runs/bench_wm]
     python benchmarks/bench_world_models.py anchors    [--out runs/bench_wm] [--repeats 10]
+    python benchmarks/bench_world_models.py programs   [--versions v3,v2]
 
 ``throughput``: predictions per second at batch 64 and 256 for the embedding regressor
 (all-MiniLM-L6-v2 + ridge) and the causal-LM scorer (a tiny random Qwen2, i.e. the plumbing's
@@ -17,6 +18,9 @@ isotonic calibration (cross-fitted: fitted on half of the held-out pairs, scored
 other half, both ways), against a constant predictor; compares the regression heads; writes
 a calibration-curve PNG. Needs the committed execution table (``wmrl build-tables``).
 
+``programs``: programs per CPU-second of the committed ML world models only (the speed
+section of ``anchors``, :func:`program_throughput`).
+
 ``anchors``: world models v2 (``ProgramTaskWorldModel``) and v3
 (``ProgramProfileWorldModel``), each pretrained afresh on ``--fit-split`` (default the
 ``wm`` and ``train`` splits; never a held-out task), on every held-out task: within-task
@@ -25,8 +29,9 @@ minus that of the predicted best), zero-shot and after 1, 2, 4 and 8 anchor grou
 programs of the task fed through ``update()``, drawn ``uniform`` (distinct, random) or
 ``on_policy`` (with repeats, from a softmax policy concentrated on a few good programs),
 ``--repeats`` draws each, scored on the task's other programs; the share of real scores
-inside +-1 and +-1.96 predicted std; programs per CPU-second at batch 256, every text new
-and cached. Failed executions score 0, the reward they get.
+inside +-1 and +-1.96 predicted std; programs per CPU-second at batch 256 for new code, new
+texts of known code and cached texts, against ``ast.parse`` in the same run
+(:func:`program_throughput`). Failed executions score 0, the reward they get.
 """
 
 from __future__ import annotations
@@ -238,27 +243,47 @@ def within_task_metrics(model, pairs, n_groups: int, policy: str, repeats: int, 
 
 def program_throughput(model, contexts: list[str], batch: int = 256, rounds: int = 4) -> dict:
     """Programs per CPU-second of this process (what one idle core would do; on the shared
-    machine the wall figure mostly measures the other jobs), at batch ``batch``: ``new``
-    (every text unseen: a unique comment line each) and ``cached`` (the same batches again)."""
+    machine the wall figure mostly measures the other jobs), at batch ``batch``, GRPO
+    groups of 8 sharing a task, every task seen before: ``new_code`` (every program has a
+    statement no program had: parsed), ``new_comment`` (every text unseen, but it differs
+    from one seen before only by a comment line: not parsed again) and ``cached`` (the
+    same batches again); ``parse_only`` is ``ast.parse`` of the ``new_code`` texts alone,
+    the baseline the others are divided by (``*_per_parse``), timed in the same run."""
+    import ast
+
     from wmrl_env.envs.ml_tasks.programs import all_programs, render_program
 
     specs = all_programs()
-    batches = [
-        [
-            render_program(specs[i % len(specs)], "binary") + f"# round {r} item {i}\n"
-            for i in range(batch)
+
+    def texts(tag: str) -> list[list[str]]:
+        return [
+            [
+                render_program(specs[i % len(specs)], "binary") + tag.format(r=r, i=i)
+                for i in range(batch)
+            ]
+            for r in range(rounds)
         ]
-        for r in range(rounds)
-    ]
+
     grouped = [contexts[(i // GROUP_SIZE) % len(contexts)] for i in range(batch)]
-    out = {}
-    for regime in ("new", "cached"):
+    model.predict(grouped, texts("")[0])  # the tasks' features: computed once per task
+    regimes = {
+        "new_code": texts("_round_{r}_item_{i} = {i}\n"),
+        "new_comment": texts("# round {r} item {i}\n"),
+    }
+    regimes["cached"] = regimes["new_code"]
+    n = batch * rounds
+    cpu = time.process_time()
+    for batch_texts in regimes["new_code"]:
+        for text in batch_texts:
+            ast.parse(text)
+    out = {"parse_only_cpu": round(n / (time.process_time() - cpu), 1)}
+    for regime, batches in regimes.items():
         wall, cpu = time.perf_counter(), time.process_time()
-        for texts in batches:
-            model.predict(grouped, texts)
-        n = batch * rounds
+        for batch_texts in batches:
+            model.predict(grouped, batch_texts)
         out[f"{regime}_cpu"] = round(n / (time.process_time() - cpu), 1)
         out[f"{regime}_wall"] = round(n / (time.perf_counter() - wall), 1)
+        out[f"{regime}_per_parse"] = round(out[f"{regime}_cpu"] / out["parse_only_cpu"], 3)
     return out
 
 
@@ -296,9 +321,28 @@ def anchors(out: Path, versions: list[str], repeats: int, fit_split: str) -> dic
     return results
 
 
+def committed_throughput(versions: list[str]) -> dict:
+    """:func:`program_throughput` of the committed ML world models, one after the other."""
+    from wmrl_env.world_models.ml_default import load_ml_world_model, pretraining_tasks
+
+    contexts = [get_description(task) for task in pretraining_tasks("heldout")]
+    results = {}
+    for version in versions:
+        results[version] = program_throughput(load_ml_world_model(version), contexts)
+        results[version]["load_average"] = os.getloadavg()
+        print(version, results[version], flush=True)
+    return results
+
+
+def get_description(task_id: str) -> str:
+    from wmrl_env.envs.ml_tasks import get_task
+
+    return get_task(task_id).description
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("throughput", "heldout", "anchors"))
+    parser.add_argument("what", choices=("throughput", "heldout", "anchors", "programs"))
     parser.add_argument("--out", default="runs/bench_wm")
     parser.add_argument("--repeats", type=int, default=10, help="anchors: draws per task")
     parser.add_argument(
@@ -312,6 +356,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     if args.what == "anchors":
         results = anchors(out, args.versions.split(","), args.repeats, args.fit_split)
+    elif args.what == "programs":
+        results = committed_throughput(args.versions.split(","))
     else:
         results = throughput(out) if args.what == "throughput" else heldout(out)
     record = {"machine": platform.platform(), "cpus": os.cpu_count(), "results": results}

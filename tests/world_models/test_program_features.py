@@ -11,6 +11,7 @@ from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_pr
 from wmrl_env.world_models.program_features import (
     PROGRAM_FEATURE_NAMES,
     ProgramFeaturizer,
+    code_key,
     program_features,
     value,
 )
@@ -114,6 +115,30 @@ def test_featurizer_caches_by_text():
     assert featurize.hits == 1
     with pytest.raises(ValueError):
         ProgramFeaturizer(max_entries=0)
+
+
+def test_a_program_that_differs_only_in_comment_lines_is_not_parsed_again(monkeypatch):
+    import wmrl_env.world_models.program_features as module
+
+    parsed = []
+    original = module.program_features
+    monkeypatch.setattr(module, "program_features", lambda p: parsed.append(p) or original(p))
+    featurize = ProgramFeaturizer()
+    base = "from sklearn.svm import SVC\nm = SVC(C=2.0)\n"
+    commented = "# sample 7\n" + base.replace("\n", "  \n\n") + "# the end\n"
+    inline = base + "x = 1  # an inline comment is part of a code line\n"
+    quoted = base + "s = '''\n# inside a string\n'''\n"
+    first, second, _, _ = featurize([base, commented, inline, quoted])
+    assert parsed == [base, inline, quoted] and featurize.code_hits == 1
+    lines = PROGRAM_FEATURE_NAMES.index("log_lines")
+    assert second[lines] == original(commented)[lines] != first[lines]
+    np.testing.assert_array_equal(np.delete(second, lines), np.delete(original(commented), lines))
+    assert featurize(["def f(:"])[0] is None and featurize(["# broken\ndef f(:"])[0] is None
+    assert featurize.code_hits == 2 and code_key("def f(:") == code_key("def f(:\n# c")
+    documented = '"""A docstring."""\n' + base
+    featurize([documented, documented + "# sample 8\n", quoted + "\n# outside\n"])
+    assert parsed[4:] == [documented] and featurize.code_hits == 4
+    assert code_key('"""a"""  # b\n' + base) is None  # a comment beside a triple quote
 
 
 def test_the_estimator_table_agrees_with_scikit_learns_own_tags():

@@ -137,6 +137,45 @@ def test_std_covers_held_out_tasks_at_nominal_rates(synthetic_model, policy):
         assert abs(covered.mean() - level) < error, (level, covered.mean(), error)
 
 
+def test_too_few_tasks_for_the_covariance_fall_back_to_the_feature_kernel():
+    # every pretraining task ran the same half of the grid (the 18 "standardize" programs),
+    # as the `wm` split ran the same 20 of 72: the covariance of the other half cannot be
+    # learned, so v3 uses v2's kernel over program features, and anchors on the programs
+    # the table knows still teach the family effects of the ones it never ran
+    train_vectors, contexts, programs, scores = synthetic_world(40, seed=0)
+    known = [i for i in range(len(programs)) if SPECS[i % len(SPECS)].preprocessing != "poly2"]
+    test_vectors, *heldout = synthetic_world(12, seed=1)
+    vectors = {**train_vectors, **test_vectors}
+    grid, attributes = synthetic_grid()
+    model = ProgramProfileWorldModel(vectors.__getitem__, ("a", "b", "c"), grid, attributes)
+    model.fit([contexts[i] for i in known], [programs[i] for i in known], scores[known])
+    assert model.covariance_source == "features"
+    h_contexts, h_programs, real = heldout
+    rng = np.random.default_rng(4)
+    gains = []
+
+    def run(members):
+        model.reset_task()
+        poly2 = np.array([SPECS[i % len(SPECS)].preprocessing == "poly2" for i in members])
+        seen, unseen = members[~poly2], members[poly2]
+        task = [h_contexts[members[0]]] * len(unseen)
+        zero = model.predict(task, [h_programs[i] for i in unseen]).scores
+        anchors = rng.permutation(seen)[:16]
+        model.update(
+            [h_contexts[i] for i in anchors], [h_programs[i] for i in anchors], real[anchors]
+        )
+        learned = model.predict(task, [h_programs[i] for i in unseen]).scores
+        gains.append(
+            spearmanr(learned, real[unseen]).statistic - spearmanr(zero, real[unseen]).statistic
+        )
+
+    per_task(h_contexts, run)
+    gains = np.array(gains)
+    # 12 tasks: the mean gain on programs no pretraining task ran must clear 3 standard
+    # errors of its spread (the table's covariance of them is unknown: it teaches nothing)
+    assert gains.mean() > 3 * gains.std(ddof=1) / np.sqrt(len(gains)), gains
+
+
 def test_repeated_programs_are_merged_and_keep_the_diverse_ones(synthetic_model, tmp_path):
     model, (contexts, programs, real) = synthetic_model
     path = model.save(tmp_path / "synthetic.pkl")

@@ -162,6 +162,7 @@ def test_profile_command_trains_world_model_v3_on_table_tasks(tmp_path, capsys) 
     summary = json.loads(capsys.readouterr().out)
     assert summary["backend"] == "profile" and summary["n_tasks"] == 8
     assert 0.0 <= summary["shrinkage"] <= 1.0 and summary["std_scale"] > 0
+    assert summary["covariance_source"] == "table" and summary["noise_share"] > 0
     model = load_default_ml_world_model(out)
     assert isinstance(model, ProgramProfileWorldModel)
     wine = get_task("wine")

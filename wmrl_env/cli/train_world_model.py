@@ -147,7 +147,9 @@ def _train_profile(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
     return {
         "n_pairs": len(pairs),
         "n_tasks": len(set(pairs.groups)),
+        "covariance_source": model.covariance_source,
         "shrinkage": model.shrinkage,
+        "noise_share": model.noise_share,
         "std_scale": model.std_scale,
     }
 

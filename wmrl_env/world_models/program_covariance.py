@@ -36,8 +36,9 @@ from scipy.linalg import cho_factor, cho_solve
 __all__ = [
     "ProfilePosterior",
     "ProgramCovariance",
-    "choose_shrinkage",
+    "choose_covariance",
     "fit_program_covariance",
+    "identified",
 ]
 
 
@@ -159,49 +160,72 @@ def fit_program_covariance(
     return ProgramCovariance(mean, covariance, noise_share * scale)
 
 
-def choose_shrinkage(
+def choose_covariance(
     residuals: np.ndarray,
     folds: np.ndarray,
     *,
     attributes: np.ndarray | None = None,
-    candidates: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9),
-    n_anchors: int = 16,
+    shrinkages: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9),
+    noise_shares: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3),
+    anchor_counts: tuple[int, ...] = (8, 16, 32),
     seed: int = 0,
-) -> float:
-    """The shrinkage whose covariance, fitted without a fold of tasks, best predicts that
-    fold's residuals from a few of them: per held-out task, ``n_anchors`` random observed
-    programs (at most all but 4) condition the posterior, scored by the squared error of
-    its mean on the task's other observed programs (summed over folds). This is the use
-    (a held-out likelihood favours heavier shrinkage: the residuals are heavy-tailed)."""
+) -> tuple[float, float]:
+    """The shrinkage and noise share whose covariance, fitted without a fold of tasks,
+    best predicts that fold's residuals from a few of them: per held-out task and each of
+    ``anchor_counts``, that many random observed programs (at most all but 4) condition the
+    posterior, scored by the squared error of its mean on the task's other observed
+    programs (summed over folds and counts). This is the use (a held-out likelihood
+    favours heavier shrinkage: the residuals are heavy-tailed); a larger noise share makes
+    the posterior trust each anchor less (the residuals are not exactly Gaussian).
+
+    >>> rng = np.random.default_rng(0)
+    >>> shared = rng.normal(size=(60, 1))
+    >>> residuals = np.hstack([shared] * 6) + 0.3 * rng.normal(size=(60, 6))
+    >>> shrinkage, noise = choose_covariance(residuals, np.arange(60) % 3, anchor_counts=(1,))
+    >>> 0.0 <= shrinkage <= 1.0 and 0.0 < noise < 1.0
+    True
+    """
     rng = np.random.default_rng(seed)
-    splits = []
+    splits = []  # per task: (anchors, rest) for each anchor count that leaves 4 programs
     for row in residuals:
-        observed = rng.permutation(np.flatnonzero(~np.isnan(row)))
-        k = min(n_anchors, len(observed) - 4)
-        splits.append((observed[:k], observed[k:]) if k > 0 else None)
-    ones = np.ones(residuals.shape[1])
+        observed = np.flatnonzero(~np.isnan(row))
+        counts = [min(n, len(observed) - 4) for n in anchor_counts]
+        orders = [rng.permutation(observed) for _ in counts]
+        splits.append([(o[:k], o[k:]) for o, k in zip(orders, counts, strict=True) if k > 0])
+    errors: dict[tuple[float, float], float] = {}
+    for fold in np.unique(folds):
+        for shrinkage in shrinkages:
+            unit = fit_program_covariance(  # noise = the mean variance; scaled below
+                residuals[folds != fold], attributes=attributes, shrinkage=shrinkage,
+                noise_share=1.0,
+            )  # fmt: skip
+            mean, cov = unit.mean, unit.covariance
+            for noise_share in noise_shares:
+                noise = unit.noise * noise_share
+                total = 0.0
+                for task in np.flatnonzero(folds == fold):
+                    row = residuals[task] - mean
+                    for anchors, rest in splits[task]:
+                        gram = cov[np.ix_(anchors, anchors)] + noise * np.eye(len(anchors))
+                        alpha = cho_solve(cho_factor(gram, lower=True), row[anchors])
+                        total += float(
+                            np.sum((cov[np.ix_(rest, anchors)] @ alpha - row[rest]) ** 2)
+                        )
+                key = (shrinkage, noise_share)
+                errors[key] = errors.get(key, 0.0) + total
+    return min(errors, key=errors.get)
 
-    def held_out_error(shrinkage: float) -> float:
-        total = 0.0
-        for fold in np.unique(folds):
-            fitted = fit_program_covariance(
-                residuals[folds != fold], attributes=attributes, shrinkage=shrinkage
-            )
-            grid = np.diag(ones)
-            for task in np.flatnonzero(folds == fold):
-                if splits[task] is None:
-                    continue
-                anchors, rest = splits[task]
-                posterior = ProfilePosterior.fit(
-                    fitted,
-                    grid[anchors],
-                    np.zeros(len(anchors)),
-                    anchors,
-                    residuals[task, anchors],
-                    np.ones(len(anchors)),
-                )
-                mean, _ = posterior.predict(grid[rest], np.zeros(len(rest)), rest)
-                total += float(np.sum((mean - residuals[task, rest]) ** 2))
-        return total
 
-    return min(candidates, key=held_out_error)
+def identified(residuals: np.ndarray, *, min_tasks: int = 8, min_share: float = 0.5) -> bool:
+    """Whether a tasks x programs residual matrix (NaN = not run) can teach a covariance:
+    at least ``min_share`` of the program pairs ran together on ``min_tasks`` tasks or more
+    (a suite whose tasks all ran the same 20 of 72 programs cannot: 8 % of the pairs).
+
+    >>> full = np.zeros((10, 4))
+    >>> sparse = full.copy(); sparse[:, 2:] = np.nan
+    >>> identified(full), identified(sparse)
+    (True, False)
+    """
+    seen = (~np.isnan(np.asarray(residuals, dtype=np.float64))).astype(np.float64)
+    together = seen.T @ seen
+    return bool(np.mean(together >= min_tasks) >= min_share)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import functools
 import math
+import re
 import zlib
 from collections import OrderedDict
 
@@ -41,6 +42,7 @@ __all__ = [
     "HASH_BUCKETS",
     "PROGRAM_FEATURE_NAMES",
     "ProgramFeaturizer",
+    "code_key",
     "estimator_role",
     "program_features",
     "value",
@@ -415,12 +417,54 @@ def _mentions(call: ast.Call, name: str) -> bool:
     )
 
 
+_TRIPLE = re.compile("\"\"\"|'''")
+
+
+def code_key(program: str) -> str | None:
+    """A key of ``program`` that ignores blank lines, comment-only lines and trailing
+    spaces outside triple-quoted strings, which change no feature but ``log_lines``; None
+    where reading lines that way could be wrong (a backslash continuation; a quote, ``#``
+    or backslash on a line beside a triple quote).
+
+    >>> doc = "'''Doc.'''\\n"
+    >>> code_key(doc + "x = 1\\n# a note\\n\\ny = 2  \\n") == code_key(doc + "x = 1\\ny = 2")
+    True
+    >>> code_key("s = '''\\n# kept: inside a string\\n'''") == code_key("s = '''\\n'''")
+    False
+    """
+    if "\\\n" in program:
+        return None
+    kept, inside = [], None
+    for line in program.splitlines():
+        if inside is None:
+            line = line.rstrip()
+            if not line or line.lstrip().startswith("#"):
+                continue
+        marks = _TRIPLE.findall(line)
+        if marks:
+            rest = _TRIPLE.sub("", line)
+            if any(c in rest for c in "'\"#\\"):
+                return None
+            for mark in marks:
+                if inside is None:
+                    inside = mark
+                elif mark == inside:
+                    inside = None
+        kept.append(line)
+    return text_key("\n".join(kept))
+
+
 class ProgramFeaturizer:
-    """:func:`program_features` with an LRU cache keyed by a hash of the program text.
+    """:func:`program_features` with an LRU cache keyed by a hash of the program text, and
+    a second one keyed by :func:`code_key`: a program that differs from one seen before
+    only in comment lines or blank lines is not parsed again (its ``log_lines`` is its
+    own). ``hits`` counts exact repeats, ``code_hits`` the others.
 
     >>> featurize = ProgramFeaturizer(max_entries=2)
     >>> featurize(["x = 1", "def f(:"])[1] is None, featurize.hits
     (True, 0)
+    >>> _ = featurize(["# a comment\\nx = 1"]); featurize.code_hits
+    1
     """
 
     def __init__(self, max_entries: int = 100_000) -> None:
@@ -428,7 +472,9 @@ class ProgramFeaturizer:
             raise ValueError("max_entries must be at least 1")
         self.max_entries = max_entries
         self.hits = 0
+        self.code_hits = 0
         self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
+        self._code: OrderedDict[str, np.ndarray | None] = OrderedDict()
 
     def __call__(self, programs: list[str]) -> list[np.ndarray | None]:
         out = []
@@ -438,8 +484,26 @@ class ProgramFeaturizer:
                 self._cache.move_to_end(key)
                 self.hits += 1
             else:
-                self._cache[key] = program_features(program)
+                self._cache[key] = self._features(program)
                 if len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
             out.append(self._cache[key])
         return out
+
+    def _features(self, program: str) -> np.ndarray | None:
+        code = code_key(program)
+        if code is None:
+            return program_features(program)
+        if code not in self._code:
+            self._code[code] = program_features(program)
+            if len(self._code) > self.max_entries:
+                self._code.popitem(last=False)
+            return self._code[code]
+        self._code.move_to_end(code)
+        self.code_hits += 1
+        shared = self._code[code]
+        if shared is None:
+            return None
+        features = shared.copy()
+        features[_INDEX["log_lines"]] = math.log10(1 + program.count("\n"))
+        return features

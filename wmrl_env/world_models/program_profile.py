@@ -7,14 +7,20 @@ Three parts:
 2. **Task profile** (:meth:`update`): on the pretraining tasks, the boosting's out-of-task
    residuals of a fixed grid of reference programs co-vary strongly (one task favours
    forests, another breaks every ``log1p`` program). Their covariance
-   (:mod:`~wmrl_env.world_models.program_covariance`, shrunk toward a structured target,
-   the amount chosen by held-out likelihood) is the prior of a task's residual profile; a
-   task's anchors condition it (a Gaussian posterior), which moves every program,
-   anchored or not. A program off the grid enters as kernel weights over the grid programs
-   nearest to it in program-feature space plus variance of its own (0 for a grid program,
-   up to the mean prior variance for one unlike any). ``update`` merges repeated
-   executions of one program (mean residual, count), so a converged policy's repeats
-   narrow that program's posterior without evicting the diverse early anchors.
+   (:mod:`~wmrl_env.world_models.program_covariance`, shrunk toward a structured target;
+   the shrinkage and the execution noise chosen by how well a covariance fitted without
+   a fold of tasks predicts that fold's residuals from 8, 16 and 32 of them) is the prior
+   of a task's residual profile; a task's anchors condition it (a Gaussian posterior),
+   which moves every program, anchored or not. Where too few tasks ran the grid's
+   program pairs together (:func:`~wmrl_env.world_models.program_covariance.identified`,
+   e.g. the ``wm`` split alone: the same 20 of 72 programs everywhere), the covariance is
+   v2's kernel over program features between the grid programs instead
+   (``covariance_source == "features"``). A program off the grid enters as kernel
+   weights over the grid programs nearest to it in program-feature space plus variance
+   of its own (0 for a grid program, up to the mean prior variance for one unlike any).
+   ``update`` merges repeated executions of one program (mean residual, count), so a
+   converged policy's repeats narrow that program's posterior without evicting the
+   diverse early anchors.
 3. **How sure** (``Prediction.std``): a booster's prediction of |residual| (cross-fitted)
    x sqrt(posterior / prior variance) x one scale chosen by split-conformal calibration
    on tasks held out from the covariance fit (each fold's tasks against the covariance of
@@ -55,11 +61,14 @@ from wmrl_env.world_models.pretraining import (
 from wmrl_env.world_models.program_covariance import (
     ProfilePosterior,
     ProgramCovariance,
-    choose_shrinkage,
+    choose_covariance,
     fit_program_covariance,
+    identified,
 )
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
 from wmrl_env.world_models.program_rows import ProgramTaskRows
+from wmrl_env.world_models.program_task import _GP_BLOCKS, _GP_COLUMNS
+from wmrl_env.world_models.task_residual import fit_residual_prior
 from wmrl_env.world_models.text import (
     as_text,
     check_batch,
@@ -70,15 +79,14 @@ from wmrl_env.world_models.text import (
 
 __all__ = ["FORMAT_VERSION", "ProgramProfileWorldModel", "on_policy_draw"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the saved format; :meth:`ProgramProfileWorldModel.load` refuses any other."""
 
 ANCHOR_GROUPS = (0, 1, 2, 4, 8)
 """Anchor groups (of 8) the conformal calibration simulates."""
-_MATCH_COLUMNS = np.array(
-    [i for i, n in enumerate(PROGRAM_FEATURE_NAMES) if not n.startswith(("name_hash", "log_lines"))]
-)
-"""Program features that place a program relative to the grid (hash buckets left out)."""
+_MATCH_COLUMNS = _GP_COLUMNS
+"""Program features that place a program relative to the grid (hash buckets left out);
+the same as v2's GP inputs, so v2's kernel can stand in for the covariance."""
 
 
 def on_policy_draw(
@@ -157,7 +165,9 @@ class ProgramProfileWorldModel:
         self._grid_label = np.zeros(0, dtype=int)
         self.bandwidth = 1.0
         self.covariance: ProgramCovariance | None = None
+        self.covariance_source = "table"
         self.shrinkage = 0.5
+        self.noise_share = 0.01
         self.std_scale = 1.0
         self.variance_floor = 0.0
         self.fallback_score = 0.5 * sum(self.score_range)
@@ -256,17 +266,28 @@ class ProgramProfileWorldModel:
         np.add.at(counts, (groups[on_grid], label[on_grid]), 1.0)
         seen = counts > 0
         matrix[seen] = sums[seen] / counts[seen]
-        attributes = self._attribute_matrix()
-        self.shrinkage = choose_shrinkage(matrix, folds, attributes=attributes)
-        covariances = [
-            fit_program_covariance(
-                matrix[folds != f], attributes=attributes, shrinkage=self.shrinkage
+        if identified(matrix):
+            self.covariance_source = "table"
+            attributes = self._attribute_matrix()
+            self.shrinkage, self.noise_share = choose_covariance(
+                matrix, folds, attributes=attributes
             )
-            for f in range(n_folds)
-        ]
-        self.covariance = fit_program_covariance(
-            matrix, attributes=attributes, shrinkage=self.shrinkage
-        )
+            chosen = {
+                "attributes": attributes,
+                "shrinkage": self.shrinkage,
+                "noise_share": self.noise_share,
+            }
+            covariances = [
+                fit_program_covariance(matrix[folds != f], **chosen) for f in range(n_folds)
+            ]
+            self.covariance = fit_program_covariance(matrix, **chosen)
+        else:  # too few tasks ran the grid's pairs: v2's feature kernel, over the grid
+            self.covariance_source = "features"
+            self.covariance = self._feature_covariance(rows, residuals, groups)
+            covariances = [  # each fold's kernel fitted without it, as for the table's
+                self._feature_covariance(rows, residuals, groups, folds != f)
+                for f in range(n_folds)
+            ]
         self.std_scale, self.variance_floor = self._conformal_scale(
             matrix, covariances, folds, spread, groups, label, y - residuals
         )
@@ -290,6 +311,30 @@ class ProgramProfileWorldModel:
         self.bandwidth = float(np.sqrt(np.median(nearest[np.isfinite(nearest)]) / 2.0))
         self._placements.clear()
         self._cache.clear()
+
+    def _feature_covariance(
+        self,
+        rows: np.ndarray,
+        residuals: np.ndarray,
+        groups: np.ndarray,
+        tasks: np.ndarray | None = None,
+    ) -> ProgramCovariance:
+        """v2's kernel (bias + RBFs over blocks of standardised program features, fitted by
+        maximum marginal likelihood on each task's out-of-task residuals) evaluated between
+        the grid programs (each at the mean of its texts): the covariance when the table
+        cannot teach one. ``tasks``: a mask of the tasks to fit on (default all)."""
+        space = self._space(rows)
+        n_tasks = int(groups.max()) + 1
+        chosen = np.ones(n_tasks, dtype=bool) if tasks is None else tasks
+        per_task = [np.flatnonzero(groups == g) for g in np.flatnonzero(chosen)]
+        prior = fit_residual_prior(
+            [space[i] for i in per_task], [residuals[i] for i in per_task], _GP_BLOCKS
+        )
+        centres = np.stack(
+            [self._grid_space[self._grid_label == j].mean(axis=0) for j in range(len(self.labels))]
+        )
+        kernel = prior.kernel(centres, centres) + 1e-6 * prior.total * np.eye(len(centres))
+        return ProgramCovariance(np.zeros(len(self.labels)), kernel, prior.noise)
 
     def _attribute_matrix(self) -> np.ndarray | None:
         if self.grid_attributes is None:
@@ -562,7 +607,9 @@ class ProgramProfileWorldModel:
         "seed",
         "bandwidth",
         "covariance",
+        "covariance_source",
         "shrinkage",
+        "noise_share",
         "std_scale",
         "variance_floor",
         "fallback_score",
