@@ -223,9 +223,12 @@ class RandomWorldModel(BanditWorldModel):
         return self.rng.uniform(size=len(contexts))
 
 
-def _world_model_episodes(world_model, episodes: int = 1500) -> tuple[list, list, dict]:
+def _world_model_episodes(world_model, seed: int, episodes: int = 1500) -> tuple[float, float]:
+    """The second half's std of rewards over std of calibrated scores (world-model episodes
+    only) and the last wm_weight, from one seeded run."""
     env = bandit(p=0.3, world_model=world_model)
-    env.reset(seed=4)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
     rewards, calibrated = [], []
     for episode in range(episodes):
         env.reset()
@@ -233,16 +236,22 @@ def _world_model_episodes(world_model, episodes: int = 1500) -> tuple[list, list
         if episode >= episodes // 2 and not info["is_anchor"]:
             rewards.append(reward)
             calibrated.append(info["calibrated_score"])
-    return rewards, calibrated, info
+    return float(np.std(rewards) / np.std(calibrated)), float(info["wm_weight"])
 
 
 def test_the_wrapper_gates_a_useless_world_model_across_episodes() -> None:
     """Issue 23, item 7: the wrapper used to report wm_weight 0 while handing out calibrated
-    world-model rewards at full weight. Now the gate (pooled across episodes) shrinks them:
-    a random world model's rewards sit at the level, an exact one keeps its weight."""
-    rewards, calibrated, info = _world_model_episodes(RandomWorldModel())
-    assert np.std(rewards) < 0.5 * np.std(calibrated)  # before: rewards == calibrated
-    assert info["wm_weight"] < 0.2
-    rewards, calibrated, info = _world_model_episodes(BanditWorldModel(PAYOFF, 0.5, 0.2))
-    assert info["wm_weight"] > 0.8
-    assert np.std(rewards) > 0.8 * np.std(calibrated)
+    world-model rewards at full weight (ratio 1). Now the gate (pooled across episodes)
+    shrinks them: a random world model's rewards sit near the level, an exact one keeps its
+    weight. A useless model still opens the gate briefly in some runs (the documented
+    per-run false opening), so the claim is read as the median of 5 seeded runs: over 30
+    seeds the ratio spanned 0.15-0.51 (median 0.29, 1 of 30 above 0.5), so the median of 5
+    exceeds 0.5 only if 3 of 5 do (probability ~ 10 * (1/30)^3 < 1e-3)."""
+    random_runs = [_world_model_episodes(RandomWorldModel(seed), seed) for seed in range(5)]
+    ratios, weights = np.array(random_runs).T
+    assert np.median(ratios) < 0.5  # before: rewards == calibrated, ratio 1
+    assert np.median(weights) < 0.2
+    exact_runs = [_world_model_episodes(BanditWorldModel(PAYOFF, 0.5, 0.2), s) for s in range(2)]
+    ratios, weights = np.array(exact_runs).T
+    assert (weights > 0.8).all()
+    assert (ratios > 0.8).all()
