@@ -344,3 +344,14 @@ def torch_no_grad():
     import torch
 
     return torch.no_grad()
+
+
+def test_interim_eval_starts_must_be_a_share_of_the_starts():
+    assert RobotBenchConfig.quick(interim_eval_starts=3).interim_eval_starts == 3
+    for bad in (0, 9):  # quick() evaluates on 8 starts
+        with pytest.raises(ValueError, match="interim_eval_starts"):
+            RobotBenchConfig.quick(interim_eval_starts=bad)
+    config = bench_cli.robot_config_from_args(
+        _args("--domain", "robosuite", "--interim-eval-starts", "4")
+    )
+    assert config.interim_eval_starts == 4
