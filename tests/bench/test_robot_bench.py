@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 
+import numpy as np
 import pytest
 
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, RobotBenchConfig
@@ -72,7 +73,10 @@ def test_accounting_is_consistent(bench):
             assert totals.real_exec_seconds > 0
         steps = [s.real_steps for s in run.steps]
         assert steps == sorted(steps)  # cumulative
-        assert run.steps[-1].eval_steps > 0  # evaluation is counted, apart from training
+        # evaluation is counted apart from training; a policy the evaluator has seen (the
+        # start, when no round changed the weights: every group's outcomes alike) costs none
+        if run.steps[-1].eval_steps == 0:
+            assert all(s.true_score == run.steps[0].true_score for s in run.steps[1:])
 
 
 @pytest.mark.robosuite
@@ -161,7 +165,7 @@ def test_cli_builds_the_robot_config_and_keeps_the_ml_default():
     "argv, flag",
     [
         (("--domain", "robosuite", "--train-tasks", "3"), "--train-tasks"),
-        (("--domain", "robosuite", "--uncertainty-anchors"), "--uncertainty-anchors"),
+        (("--fusion-option", "gate_decay=0.9"), "--fusion-option"),
         (("--eval-starts", "3"), "--eval-starts"),
     ],
 )
@@ -211,3 +215,143 @@ def test_fusion_options_refuse_what_the_bench_sets_itself():
     assert config.fusion_options == {"wm_gate": "off", "gate_decay": 0.9}
     with pytest.raises(ValueError, match="anchor_fraction"):
         RobotBenchConfig.quick(fusion_options={"anchor_fraction": 0.5})
+
+
+def test_cli_sets_fusion_options_and_uncertainty_anchors():
+    config = bench_cli.robot_config_from_args(
+        _args("--domain", "robosuite", "--fusion-option", "gate_decay=0.9",
+              "--fusion-option", "wm_gate=off", "--uncertainty-anchors")
+    )  # fmt: skip
+    assert config.fusion_options == {"gate_decay": 0.9, "wm_gate": "off"}
+    assert config.uncertainty_anchors
+    assert bench_cli.robot_config_from_args(_args("--domain", "robosuite")).fusion_options == {}
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("gate_window=4", "unknown RewardFusion argument"),  # gone since issue 23
+        ("gate_decay=1.5", "decay must be in"),  # a value the fusion refuses
+        ("seed=3", "the bench sets them"),
+        ("gate_decay", "KEY=VALUE"),
+    ],
+)
+def test_cli_refuses_bad_fusion_options_with_a_clear_error(option, message, capsys):
+    args = _args("--domain", "robosuite", "--fusion-option", option)
+    with pytest.raises(ValueError, match=message):
+        bench_cli.robot_config_from_args(args)
+    assert bench_cli.run(args) == 2  # before anything runs
+    assert message in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def spied(bench, tmp_path_factory):
+    """One fused arm through the real bench, with fusion options, uncertainty anchors and
+    interim evaluations on one start; every vector env it builds is kept with its infos."""
+    from wmrl_env import wrappers
+    from wmrl_env.bench.robotics import run_robot_bench
+
+    made = []
+
+    class Spy(wrappers.WorldModelVectorEnv):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.final_infos = []
+            made.append(self)
+
+        def step(self, actions):
+            out = super().step(actions)
+            if out[4]["batch"]["round_done"][0]:
+                self.final_infos.append(out[4])
+            return out
+
+    config, _ = bench
+    options = {"gate_decay": 0.9, "gate_alpha": 0.1}
+    spy_config = RobotBenchConfig(
+        **{**config.to_dict(), "arms": ("ppi",), "fusion_options": options,
+           "uncertainty_anchors": True, "interim_eval_starts": 1,
+           "out": str(tmp_path_factory.mktemp("spied"))}
+    )  # fmt: skip
+    patch = pytest.MonkeyPatch()
+    patch.setattr(wrappers, "WorldModelVectorEnv", Spy)
+    try:
+        result = run_robot_bench(spy_config)
+    finally:
+        patch.undo()
+    return spy_config, result, made
+
+
+@pytest.mark.robosuite
+def test_fusion_options_reach_the_fusion_the_bench_uses(spied):
+    config, _, made = spied
+    (envs,) = made
+    assert envs.fusion.gate.decay == 0.9 and envs.fusion.gate.alpha == 0.1
+    assert (envs.fusion.method, envs.fusion.anchor_fraction) == ("ppi", config.anchor_fraction)
+
+
+@pytest.mark.robosuite
+def test_uncertainty_anchors_reach_the_bench_fusion(spied):
+    """The fused arm draws by imagined uncertainty, and the fusion rectifies with that pi
+    (PPI weighs an anchor by 1 / pi, so pi must be the draw's, not the uniform m / M)."""
+    _, _, made = spied
+    (envs,) = made
+    assert envs.anchor_priority == "uncertainty" and callable(envs.imagination_policy)
+    assert len(envs.final_infos) == ITERATIONS
+    uniform = 1 / GROUPS  # one anchor group of two
+    for info in envs.final_infos:
+        pi = info["inclusion_probability"][info["is_anchor"]]
+        assert pi.size == SIZE and np.all((pi > 0) & (pi <= 1))
+        assert not np.allclose(pi, uniform)  # the ensemble's groups differ in uncertainty
+
+
+@pytest.mark.robosuite
+def test_interim_evaluations_use_the_first_starts_and_the_last_all(spied):
+    config, result, _ = spied
+    rows = [
+        json.loads(line) for line in (result.folder / "evaluations.jsonl").read_text().splitlines()
+    ]
+    assert [(r["step"], len(r["outcomes"])) for r in rows] == [(1, 1), (2, config.eval_starts)]
+
+
+@pytest.mark.robosuite
+def test_the_evaluator_reuses_what_it_has_played_exactly(bench):
+    """Evaluating a policy again costs no step; asking for more starts plays only the new
+    ones; the outcomes are those of a fresh evaluator."""
+    from wmrl_env.bench.robotics.evaluation import Evaluator
+    from wmrl_env.bench.robotics.start import base_policy
+
+    config, _ = bench
+    policy = base_policy(config, 0)[0]
+    seeds = [10**6, 10**6 + 1, 10**6 + 2]
+    fresh = Evaluator(config.task, RECIPE["horizon"], seeds)
+    fresh.success(policy)
+    cached = Evaluator(config.task, RECIPE["horizon"], seeds)
+    cached.success(policy, starts=1)
+    one = cached.steps
+    cached.success(policy, starts=1)
+    assert cached.steps == one  # the same weights: nothing played
+    cached.success(policy)
+    assert cached.outcomes == fresh.outcomes and cached.steps == fresh.steps
+    with torch_no_grad():
+        next(iter(policy.parameters())).add_(0.01)  # changed weights: played again
+    cached.success(policy, starts=1)
+    assert cached.steps > fresh.steps
+    fresh.close()
+    cached.close()
+
+
+def torch_no_grad():
+    import torch
+
+    return torch.no_grad()
+
+
+def test_interim_eval_starts_must_be_a_share_of_the_starts():
+    assert RobotBenchConfig.quick(interim_eval_starts=3).interim_eval_starts == 3
+    for bad in (0, 9):  # quick() evaluates on 8 starts
+        with pytest.raises(ValueError, match="interim_eval_starts"):
+            RobotBenchConfig.quick(interim_eval_starts=bad)
+    config = bench_cli.robot_config_from_args(
+        _args("--domain", "robosuite", "--interim-eval-starts", "4")
+    )
+    assert config.interim_eval_starts == 4

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from wmrl_env.bench.config import ARMS, BenchConfig
 from wmrl_env.bench.pertask_config import (
@@ -38,6 +40,11 @@ OVERRIDES: dict[str, tuple[type, str]] = {
 ROBOT_OVERRIDES: dict[str, tuple[type, str]] = {
     "first_seed": (int, "robosuite: first seed (run the bench in per-seed pieces)"),
     "eval_starts": (int, "robosuite: held-out start seeds of every evaluation"),
+    "interim_eval_starts": (
+        int,
+        "robosuite: evaluations before the last round use only the first N held-out starts "
+        "(cheaper; noisier learning curves; the start and final success keep all)",
+    ),
     "ensemble_size": (int, "robosuite: members of the dynamics ensemble"),
     "cache_dir": (str, "robosuite: where base policies and demonstrations are cached"),
 }
@@ -145,7 +152,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--uncertainty-anchors",
         action="store_true",
-        help="fused arms draw anchor groups with probability growing with the world model's std",
+        help="fused arms draw anchor groups with probability growing with the world model's std "
+        "(robosuite: its std along an imagined rollout of the current policy from each start)",
+    )
+    parser.add_argument(
+        "--fusion-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="robosuite: a RewardFusion argument of every arm, e.g. gate_decay=0.9 or "
+        "wm_gate=off (VALUE read as JSON, else as a string); repeat for several",
     )
     parser.add_argument(
         "--arms",
@@ -161,6 +176,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening")
+ROBOT_ONLY = (*ROBOT_OVERRIDES, "success_predictor", "fusion_option")
+
+
+def parse_fusion_options(items: list[str] | None) -> dict[str, Any]:
+    """``["gate_decay=0.9", "wm_gate=off"]`` -> ``{"gate_decay": 0.9, "wm_gate": "off"}``.
+
+    >>> parse_fusion_options(["gate_decay=0.9", "wm_gate=off", "centre_groups=false"])
+    {'gate_decay': 0.9, 'wm_gate': 'off', 'centre_groups': False}
+    """
+    options: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--fusion-option wants KEY=VALUE (e.g. gate_decay=0.9), got {item!r}")
+        if key in options:
+            raise ValueError(f"--fusion-option {key} given twice")
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return options
 
 
 def _refuse(names: list[str], where: str) -> None:
@@ -171,7 +208,7 @@ def _refuse(names: list[str], where: str) -> None:
 
 def pertask_config_from_args(args: argparse.Namespace) -> PerTaskConfig:
     """The per-task regime's configuration; flags of other regimes or domains are refused."""
-    robot = [n for n in (*ROBOT_OVERRIDES, "success_predictor") if getattr(args, n) is not None]
+    robot = [n for n in ROBOT_ONLY if getattr(args, n) is not None]
     _refuse(robot, "--domain robosuite")
     crosstask = [n for n in OVERRIDES if n not in PERTASK_SHARED and getattr(args, n) is not None]
     crosstask += [n for n in ("uncertainty_anchors",) if getattr(args, n)]
@@ -190,11 +227,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     _refuse([n for n in PERTASK_ONLY if getattr(args, n) is not None], "--regime pertask")
     if parse_world_model(args.world_model) is not None:
         raise ValueError("--world-model mix:W applies to --regime pertask only")
-    robot_flags = (*ROBOT_OVERRIDES, "success_predictor")
-    robot_only = [n for n in robot_flags if getattr(args, n) is not None]
-    if robot_only:
-        flags = ", ".join("--" + n.replace("_", "-") for n in robot_only)
-        raise ValueError(f"{flags} apply to --domain robosuite only")
+    _refuse([n for n in ROBOT_ONLY if getattr(args, n) is not None], "--domain robosuite")
     if args.arms and set(args.arms) - set(ARMS):
         raise ValueError(f"arms {sorted(set(args.arms) - set(ARMS))} are not ML bench arms")
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
@@ -210,7 +243,6 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
     """The robosuite bench's configuration; ML-only flags are refused."""
     ml_only = [n for n in OVERRIDES if n not in SHARED and getattr(args, n) is not None]
-    ml_only += [n for n in ("uncertainty_anchors",) if getattr(args, n)]
     ml_only += [n for n in (*PERTASK_ONLY, "optimizer") if getattr(args, n) is not None]
     if ml_only:
         flags = ", ".join("--" + n.replace("_", "-") for n in ml_only)
@@ -220,6 +252,8 @@ def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
     if args.world_model not in ("default", "random"):
         raise ValueError("--world-model for robosuite is 'default' or 'random'")
     overrides["world_model"] = "random" if args.world_model == "random" else "dynamics"
+    overrides["uncertainty_anchors"] = bool(args.uncertainty_anchors)
+    overrides["fusion_options"] = parse_fusion_options(args.fusion_option)
     if args.arms:
         overrides["arms"] = tuple(args.arms)
     return (RobotBenchConfig.full if args.full else RobotBenchConfig.quick)(**overrides)

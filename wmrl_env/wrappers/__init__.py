@@ -4,6 +4,7 @@
 * :class:`WorldModelWrapper`: a single-env wrapper for non-group RL libraries.
 """
 
+from wmrl_env.wrappers.imagined_priorities import imagined_priorities
 from wmrl_env.wrappers.info import batch_diagnostics
 from wmrl_env.wrappers.rounds import InfrastructureFailureError
 from wmrl_env.wrappers.single import WorldModelWrapper
@@ -14,4 +15,5 @@ __all__ = [
     "WorldModelVectorEnv",
     "WorldModelWrapper",
     "batch_diagnostics",
+    "imagined_priorities",
 ]

@@ -25,10 +25,11 @@ from wmrl_env.fusion import SCREENINGS, RewardFusion
 from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
+from wmrl_env.wrappers.imagined_priorities import imagined_priorities
 from wmrl_env.wrappers.info import add_per_env
 from wmrl_env.wrappers.outcome import OutcomeRound
 from wmrl_env.wrappers.rounds import AnchorSelection, InfrastructureHealth, Round, RoundSetup
-from wmrl_env.wrappers.starts import reset_groups
+from wmrl_env.wrappers.starts import GroupStarts, reset_groups
 from wmrl_env.wrappers.world_model_calls import task_kind
 
 __all__ = ["WorldModelVectorEnv"]
@@ -71,13 +72,16 @@ class WorldModelVectorEnv(VectorEnv):
         update_world_model: feed the anchors' real scores to ``world_model.update`` (outcome
             tasks, when the world model has that method).
         anchor_priority: ``"uniform"`` (default: anchors drawn at ``reset``) or
-            ``"uncertainty"`` (outcome tasks): anchors drawn at ``step`` with priorities from
-            the world model's predictive std, with exact inclusion probabilities (PPI stays
-            unbiased); ``info["is_anchor"]`` at reset is then all ``False``. ``"ucb"``
-            (outcome tasks): likewise at ``step``, each group's priority its upper bound
-            ``max_i (s_i + ucb_kappa * std_i)`` above the best real score executed so far in
-            its context (:func:`~wmrl_env.fusion.ucb_priorities`), exact inclusion
-            probabilities, PPI unbiased.
+            ``"uncertainty"``: anchors drawn with priorities from the world model's
+            predictive std, with exact inclusion probabilities (the fusion records them: PPI
+            stays unbiased). Outcome tasks draw at ``step``, from the prediction
+            (``info["is_anchor"]`` at reset is then all ``False``); multi-step tasks draw at
+            ``reset``, from an imagined rollout of ``imagination_policy`` from each group's
+            start (:func:`~wmrl_env.wrappers.imagined_priorities.imagined_priorities`).
+            ``"ucb"`` (outcome tasks): drawn at ``step`` like ``"uncertainty"``, each group's
+            priority its upper bound ``max_i (s_i + ucb_kappa * std_i)`` above the best real
+            score executed so far in its context (:func:`~wmrl_env.fusion.ucb_priorities`),
+            exact inclusion probabilities, PPI unbiased.
         ucb_kappa: ``kappa`` of the upper bound ``s + kappa * std`` used by ``"ucb"`` and by
             screening (0: the world model's mean alone; a world model without a std is read
             as std 0).
@@ -97,6 +101,9 @@ class WorldModelVectorEnv(VectorEnv):
             fails without running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse` for
             program text): it scores ``failure_score`` unexecuted, its group is not forced to
             execute, and it is no evidence for the fusion (``known_scores``).
+        imagination_policy: multi-step tasks with ``anchor_priority="uncertainty"``: the
+            current policy as ``f(observations) -> actions`` (a batch each; e.g. its mean
+            action, which leaves its sampling noise alone), read at every ``reset``.
 
     Example:
         >>> import gymnasium as gym
@@ -145,6 +152,7 @@ class WorldModelVectorEnv(VectorEnv):
         execute_per_group: int | None = None,
         screening: str = "pps",
         known_failure: Callable[[Any], bool] | None = None,
+        imagination_policy: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
@@ -157,10 +165,24 @@ class WorldModelVectorEnv(VectorEnv):
         self.num_envs = self.layout.num_envs
         self.world_model = world_model
         self.kind = task_kind(world_model, task)
-        if anchor_priority != "uniform" and self.kind != "outcome":
+        needs_policy = anchor_priority == "uncertainty" and self.kind == "dynamics"
+        if needs_policy and not callable(imagination_policy):
             raise ValueError(
-                f"anchor_priority={anchor_priority!r} needs an outcome task: multi-step tasks "
-                "run their anchors from the first step, before any prediction"
+                "anchor_priority='uncertainty' on a multi-step task needs imagination_policy "
+                "(observations -> actions): its anchors play from the first step, so their "
+                "priorities come from an imagined rollout of the policy from each group's start"
+            )
+        if imagination_policy is not None and not needs_policy:
+            raise ValueError(
+                "imagination_policy is read only by multi-step tasks with "
+                "anchor_priority='uncertainty'"
+            )
+        self.imagination_policy = imagination_policy
+        if anchor_priority == "ucb" and self.kind != "outcome":
+            raise ValueError(
+                "anchor_priority='ucb' needs an outcome task: multi-step tasks run their "
+                "anchors from the first step, before any prediction (use 'uncertainty' with "
+                "an imagination_policy)"
             )
         if execute_per_group is not None and self.kind != "outcome":
             raise ValueError(
@@ -253,9 +275,7 @@ class WorldModelVectorEnv(VectorEnv):
                 self._screen_rng = np.random.default_rng([seed, SCREEN_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
-        anchors = None  # prediction-driven anchors are drawn at step, from the prediction
-        if self.anchor_priority == "uniform":
-            anchors = np.asarray(self.fusion.select_anchors(self.layout.group_ids), dtype=bool)
+        anchors = self._draw_anchors(starts)
         setup = RoundSetup(
             layout=self.layout,
             starts=starts,
@@ -291,6 +311,23 @@ class WorldModelVectorEnv(VectorEnv):
             for i in range(group * self.group_size, (group + 1) * self.group_size):
                 info["env_info"] = self._add_info(info.get("env_info", {}), group_info, i)
         return self._batch(self.layout.expand(starts.observations)), info
+
+    def _draw_anchors(self, starts: GroupStarts) -> np.ndarray | None:
+        """The round's anchors per env; ``None`` for an outcome task's uncertainty-driven
+        anchors (drawn at ``step``, from the prediction)."""
+        group_ids = self.layout.group_ids
+        if self.anchor_priority == "uniform":
+            return np.asarray(self.fusion.select_anchors(group_ids), dtype=bool)
+        if self.kind == "outcome":
+            return None
+        priorities = imagined_priorities(
+            self.world_model,
+            self.imagination_policy,
+            np.stack([np.asarray(o) for o in starts.observations]),
+            self.max_episode_steps,
+        )
+        per_env = np.asarray(self.layout.expand(list(priorities)))
+        return np.asarray(self.fusion.select_anchors(group_ids, per_env), dtype=bool)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of the round; see ``docs/wrappers.md`` for what comes back."""

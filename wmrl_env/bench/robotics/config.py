@@ -11,12 +11,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from wmrl_env.bench.config import ANCHORS_ARM
+from wmrl_env.fusion import RewardFusion
 
 ROBOT_ARMS: tuple[str, ...] = ("real", ANCHORS_ARM, "wm", "wmrl", "ppi")
+BENCH_FUSION_ARGUMENTS = frozenset({"method", "anchor_fraction", "seed"})
 WORLD_MODELS: tuple[str, ...] = ("dynamics", "random")
 SUCCESS_PREDICTORS: tuple[str, ...] = ("classifier", "termination")
 
@@ -53,6 +56,11 @@ class RobotBenchConfig:
     """evaluate every this many rounds (and after the last)"""
     eval_starts: int = 12
     """held-out start seeds of every evaluation (the same ones for every arm and round)"""
+    interim_eval_starts: int | None = None
+    """evaluations before the last round score only the first this many of the held-out
+    starts (``None``: all). Opt-in, it changes what is measured: the learning curves and the
+    speedups read from them get noisier; the start and every arm's final success keep all
+    ``eval_starts``. It cuts the evaluation steps, which are about half of a seed's CPU"""
     learning_rate: float = 5e-5
     """Adam learning rate of the policy. Small on purpose: Adam's first steps move every
     weight by about the learning rate, and the cloned policy's log-probability (56 action
@@ -78,8 +86,14 @@ class RobotBenchConfig:
     with more, a chunk's clock also counts the time it waits for the others)"""
     fusion_options: dict[str, Any] = field(default_factory=dict)
     """further :class:`~wmrl_env.fusion.RewardFusion` arguments of every arm (e.g.
-    ``{"wm_gate": "off"}``, or a gate's window and level); the method, anchor fraction and
-    seed are the bench's"""
+    ``{"wm_gate": "off"}``, or the gate's ``gate_decay`` and ``gate_alpha``); the method, anchor
+    fraction and seed are the bench's. Checked here: an unknown name or a value the fusion
+    refuses is a ``ValueError`` before anything runs"""
+    uncertainty_anchors: bool = False
+    """the fused arms draw their anchor groups with priorities from the world model's
+    uncertainty on an imagined rollout of the current (mean-chunk) policy from each group's
+    start, with exact inclusion probabilities (``WorldModelVectorEnv(anchor_priority=
+    "uncertainty")``); default: uniform draws"""
     bounded_envs: bool = True
     """keep at most ``workers`` real envs alive per arm (a slot's episode is parked in a
     snapshot while another plays: bit-identical results); ``False``: one env per real member
@@ -117,9 +131,10 @@ class RobotBenchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        reserved = {"method", "anchor_fraction", "seed"} & set(self.fusion_options)
-        if reserved:
-            raise ValueError(f"fusion_options cannot set {sorted(reserved)}: the bench sets them")
+        check_fusion_options(self.fusion_options)
+        interim = self.interim_eval_starts
+        if interim is not None and not 1 <= interim <= self.eval_starts:
+            raise ValueError(f"interim_eval_starts must be in [1, eval_starts], got {interim}")
         if self.first_seed < 0:
             raise ValueError("first_seed must be >= 0")
         if self.group_size < 2:
@@ -152,3 +167,34 @@ class RobotBenchConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def check_fusion_options(options: dict[str, Any]) -> None:
+    """Refuse what :class:`~wmrl_env.fusion.RewardFusion` would refuse, before a run starts:
+    a name it does not take, one the bench sets itself, or a value it rejects.
+
+    >>> check_fusion_options({"gate_decay": 0.9})
+    >>> check_fusion_options({"gate_window": 4})
+    Traceback (most recent call last):
+    ...
+    ValueError: fusion_options: unknown RewardFusion argument(s) ['gate_window']; it takes ...
+    """
+    if not isinstance(options, dict):
+        raise ValueError(f"fusion_options must be a dict, got {type(options).__name__}")
+    reserved = BENCH_FUSION_ARGUMENTS & set(options)
+    if reserved:
+        raise ValueError(f"fusion_options cannot set {sorted(reserved)}: the bench sets them")
+    accepted = set(inspect.signature(RewardFusion).parameters) - BENCH_FUSION_ARGUMENTS
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValueError(
+            f"fusion_options: unknown RewardFusion argument(s) {unknown}; it takes "
+            f"{sorted(accepted)}"
+        )
+    for method in ("wmrl", "ppi", "real"):
+        try:
+            RewardFusion(method=method, **options)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"fusion_options {options} refused (method {method}): {error}"
+            ) from error

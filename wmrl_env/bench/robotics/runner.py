@@ -37,7 +37,7 @@ from wmrl_env.bench.robotics.start import SeedStart, base_policy, make_task_env
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
 
-__all__ = ["real_chunks", "run_one"]
+__all__ = ["anchor_draw", "real_chunks", "run_one"]
 
 FUSED = ("wmrl", "ppi")
 
@@ -104,6 +104,7 @@ def run_one(
         executor=executor,
         task="dynamics",
         max_episode_steps=start.episode_chunks,
+        **anchor_draw(config, arm, policy),
     )
     record = RunRecord(arm=arm, seed=seed)
     record.steps.append(StepRecord(step=0, true_score=start_success))
@@ -128,6 +129,7 @@ def run_one(
         totals["steps"] += round_real["chunks"] * chunk
         step = row["iteration"] + 1
         evaluated = step % config.eval_every == 0 or step == config.iterations
+        starts = None if step == config.iterations else config.interim_eval_starts
         record.steps.append(
             StepRecord(
                 step=step,
@@ -136,7 +138,7 @@ def run_one(
                 wm_seconds=totals["wm"],
                 real_executions=totals["episodes"],
                 real_steps=totals["steps"],
-                true_score=evaluator.success(policy) if evaluated else math.nan,
+                true_score=evaluator.success(policy, starts) if evaluated else math.nan,
                 eval_steps=evaluator.steps - eval_steps_before,
                 **fusion_fields(row),
             )
@@ -156,6 +158,22 @@ def run_one(
     finally:
         envs.close()
     return record
+
+
+def anchor_draw(config: RobotBenchConfig, arm: str, policy: Any) -> dict[str, Any]:
+    """The vector env's anchor-draw arguments: with ``uncertainty_anchors``, the fused arms
+    draw by the world model's uncertainty on the policy's imagined mean-chunk episodes (the
+    mean leaves the policy's sampling noise, and so its training, alone); the other arms
+    anchor every group or none, which no priority changes."""
+    if not (config.uncertainty_anchors and arm in FUSED):
+        return {}
+    instructions = [getattr(policy, "instruction", "")]
+
+    def mean_chunks(observations: np.ndarray) -> np.ndarray:
+        chunks = policy(np.asarray(observations, np.float32), instructions * len(observations))
+        return np.clip(chunks, -1.0, 1.0)
+
+    return {"anchor_priority": "uncertainty", "imagination_policy": mean_chunks}
 
 
 def _predictor_row(
