@@ -126,7 +126,7 @@ class _Batch:
     clusters: np.ndarray | None = None
     screened: np.ndarray | None = None
     wm_std: np.ndarray | None = None
-    known: np.ndarray | None = None  # per trajectory: the outcome is known without a draw
+    known_scores: np.ndarray | None = None  # per trajectory: outcomes known without a draw
 
 
 class RewardFusion:
@@ -366,7 +366,7 @@ class RewardFusion:
             wm_std,
             known_scores,
         )
-        known_outcome = ~np.isnan(batch.known)
+        known_outcome = ~np.isnan(batch.known_scores)
         # lam and (for exact PPI) the map come from earlier steps only, so they are
         # independent of this step's anchor draw
         lam = self.wm_weight
@@ -392,15 +392,15 @@ class RewardFusion:
         cross_fitted = np.full(batch.real.shape, np.nan)
         if fit is not None:
             cross_fitted[pair] = fit.cross_fitted
-        known = pair & ~np.isnan(cross_fitted)
+        fitted = pair & ~np.isnan(cross_fitted)
         if self.method == "ppi" and self.wm_gate == "off":
             step_lambda = power_tuned_lambda(
-                batch.real[known], cross_fitted[known], batch.groups.inverse[known]
+                batch.real[fitted], cross_fitted[fitted], batch.groups.inverse[fitted]
             )
             self.step_lambda = self.step_lambda if step_lambda is None else step_lambda
             lam = self.step_lambda
-        # PPI's rectifier: the prior map (exact), else the cross-fitted prediction where known
-        rectifier = calibrated if exact_ppi else np.where(known, cross_fitted, calibrated)
+        # PPI's rectifier: the prior map (exact), else the cross-fitted prediction where fitted
+        rectifier = calibrated if exact_ppi else np.where(fitted, cross_fitted, calibrated)
 
         rewards = self._rewards(batch, calibrated, rectifier, lam)
         if self.method in WEIGHTED_METHODS:
@@ -410,14 +410,14 @@ class RewardFusion:
         scale_from = self._natural_rewards(batch, calibrated)
         if self.method == "wmrl":
             rewards = self._at_natural_level(rewards, scale_from, batch.groups, ~known_outcome)
-        rewards = np.where(known_outcome, batch.known, rewards)
+        rewards = np.where(known_outcome, batch.known_scores, rewards)
         if scale_from is not None:
-            scale_from = np.where(known_outcome, batch.known, scale_from)
+            scale_from = np.where(known_outcome, batch.known_scores, scale_from)
         advantages = group_advantages(rewards, batch.groups, self.advantage_scaling, scale_from)
         advantages *= weights
         self.step_count += 1
         self._record = None
-        residuals = batch.real[known] - cross_fitted[known]
+        residuals = batch.real[fitted] - cross_fitted[fitted]
         if self.method == "denoise":
             residuals = batch.real[pair] - batch.wm[pair]
         metrics = self._metrics(batch, fit, residuals, rewards, lam)
@@ -585,7 +585,7 @@ class RewardFusion:
             "n_anchor_trajectories": int(batch.is_anchor.sum()),
             "n_failed": int(batch.failed.sum()),
             "n_wm_invalid": int((~batch.wm_valid).sum()),
-            "n_known": int((~np.isnan(batch.known)).sum()),
+            "n_known": int((~np.isnan(batch.known_scores)).sum()),
             "n_pairs": update.n_pairs if update else 0,
             "spearman": update.spearman if update else nan,
             "calibration_fallback": update.fallback if update else "previous",
@@ -718,7 +718,7 @@ class RewardFusion:
             cluster_labels,
             screened=screened,
             wm_std=std,
-            known=known,
+            known_scores=known,
         )
 
     def _screened(self, given: np.ndarray | None, n: int, executed: np.ndarray) -> np.ndarray:
