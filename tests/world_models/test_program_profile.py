@@ -137,6 +137,15 @@ def test_std_covers_held_out_tasks_at_nominal_rates(synthetic_model, policy):
         assert abs(covered.mean() - level) < error, (level, covered.mean(), error)
 
 
+def test_the_std_scale_is_what_it_was_before_the_coverage_scale_was_shared(synthetic_model):
+    # fitted at 5f8b0f9 (scikit-learn 1.9), before v2, v3 and ConformalStd shared
+    # coverage_scale: the boosting is seeded and single-threaded, so only another
+    # scikit-learn (which the saved artifacts refuse too) may move it
+    model, _ = synthetic_model
+    assert model.std_scale == pytest.approx(0.9882056774841067, rel=1e-12)
+    assert model.variance_floor == 0.0
+
+
 def test_too_few_tasks_for_the_covariance_fall_back_to_the_feature_kernel():
     # every pretraining task ran the same half of the grid (the 18 "standardize" programs),
     # as the `wm` split ran the same 20 of 72: the covariance of the other half cannot be
@@ -150,6 +159,9 @@ def test_too_few_tasks_for_the_covariance_fall_back_to_the_feature_kernel():
     model = ProgramProfileWorldModel(vectors.__getitem__, ("a", "b", "c"), grid, attributes)
     model.fit([contexts[i] for i in known], [programs[i] for i in known], scores[known])
     assert model.covariance_source == "features"
+    # as fitted at 5f8b0f9, before coverage_scale was shared (a floor above 0 chosen)
+    assert model.std_scale == pytest.approx(1.4082667561963573, rel=1e-12)
+    assert model.variance_floor == 0.03
     h_contexts, h_programs, real = heldout
     rng = np.random.default_rng(4)
     gains = []

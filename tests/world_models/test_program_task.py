@@ -106,6 +106,14 @@ def test_std_covers_held_out_tasks_at_nominal_rates(synthetic_model):
         assert abs(covered.mean() - level) < error, (level, covered.mean(), error)
 
 
+def test_the_std_scale_is_what_it_was_before_the_coverage_scale_was_shared(synthetic_model):
+    # fitted at 5f8b0f9 (scikit-learn 1.9), before v2, v3 and ConformalStd shared
+    # coverage_scale: the boosting is seeded and single-threaded, so only another
+    # scikit-learn (which the saved artifacts refuse too) may move it
+    model, _ = synthetic_model
+    assert model.std_scale == pytest.approx(1.28937767807904, rel=1e-12)
+
+
 def test_bounded_memory_per_task_and_over_tasks(synthetic_model, tmp_path):
     model, (contexts, programs, real) = synthetic_model
     path = model.save(tmp_path / "synthetic.pkl")

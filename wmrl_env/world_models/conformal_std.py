@@ -5,8 +5,9 @@ cover the real score 68 % of the time. :class:`ConformalStd` keeps a window of h
 residuals ``|real - predicted|`` with the raw spread the model gave each, and picks one scale
 ``c`` and one floor ``f`` (from a small grid) so that ``std = c * sqrt(spread**2 + f**2)``
 makes ``+-1 std`` and ``+-1.96 std`` cover 68.3 % and 95 % of those residuals as nearly as one
-std can (the larger of the two coverage errors is minimised, as world model v3 does). The floor
-keeps a confidently wrong model (spread near 0) from claiming certainty.
+std can (the larger of the two coverage errors is minimised: :func:`coverage_scale`, which world
+models v2 and v3 use too). The floor keeps a confidently wrong model (spread near 0) from
+claiming certainty.
 
 "Held-out" means the model never trained on the pair: the LM scorers keep a share of their
 anchors out of training (:func:`held_out_mask`, by a hash of the prompt, so a repeated program
@@ -31,17 +32,48 @@ Example:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.world_models.text import text_key
 
-__all__ = ["ConformalStd", "held_out_mask"]
+__all__ = ["ConformalStd", "coverage_scale", "held_out_mask"]
 
 #: the nominal coverages of +-1 and +-1.96 std under a normal error
 NOMINAL = ((1.0, 0.683), (1.96, 0.95))
+#: the quantiles of the normalised errors :func:`coverage_scale` tries as the scale
+SCALE_QUANTILES = np.linspace(0.5, 0.85, 71)
+
+
+def coverage_scale(
+    errors_by_floor: Mapping[float, Sequence[np.ndarray]],
+    quantiles: np.ndarray = SCALE_QUANTILES,
+) -> tuple[float, float]:
+    """The (scale, floor) whose ``+-scale`` and ``+-1.96 scale`` cover 68.3 % and 95 % of
+    every group of normalised errors as nearly as one scale can.
+
+    ``errors_by_floor`` maps each candidate floor to groups of ``|error| / width``, the width
+    computed with that floor (how a floor enters the width is the caller's). The scales tried
+    are the positive ``quantiles`` of each floor's pooled errors; a scale's cost is its largest
+    coverage error over the groups and both levels; the first floor and scale of the lowest
+    cost win, (1.0, 0.0) when no scale is positive.
+
+    >>> errors = np.abs(np.random.default_rng(0).normal(0.0, 2.0, size=4000))
+    >>> scale, floor = coverage_scale({0.0: [errors], 0.5: [errors / 1.1]})
+    >>> round(scale, 1), floor
+    (2.0, 0.0)
+    """
+    best = (np.inf, 1.0, 0.0)
+    for floor, groups in errors_by_floor.items():
+        for scale in np.quantile(np.concatenate(groups), quantiles):
+            if not scale > 0:
+                continue
+            cost = max(abs(np.mean(z <= k * scale) - p) for z in groups for k, p in NOMINAL)
+            if cost < best[0]:
+                best = (cost, float(scale), floor)
+    return best[1], best[2]
 
 
 class ConformalStd:
@@ -109,19 +141,8 @@ class ConformalStd:
 
     def _fit(self) -> tuple[float, float]:
         residual, spread = np.array(self._pairs).T
-        best = (np.inf, 1.0, 0.0)
-        for floor in self.floors:
-            width = np.sqrt(spread**2 + floor**2)
-            if not (width > 0).all():
-                continue
-            z = residual / width
-            for scale in np.quantile(z, np.linspace(0.5, 0.85, 71)):
-                if not scale > 0:
-                    continue
-                cost = max(abs(np.mean(z <= k * scale) - p) for k, p in NOMINAL)
-                if cost < best[0]:
-                    best = (cost, float(scale), floor)
-        return best[1], best[2]
+        widths = {floor: np.sqrt(spread**2 + floor**2) for floor in self.floors}
+        return coverage_scale({f: [residual / w] for f, w in widths.items() if (w > 0).all()})
 
     def state_dict(self) -> dict[str, Any]:
         """The window (residuals, spreads) and the fitted scale and floor."""

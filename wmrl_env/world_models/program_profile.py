@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction
+from wmrl_env.world_models.conformal_std import coverage_scale
 from wmrl_env.world_models.pretraining import (
     artifact_header,
     fit_booster,
@@ -84,6 +85,8 @@ FORMAT_VERSION = 2
 
 ANCHOR_GROUPS = (0, 1, 2, 4, 8)
 """Anchor groups (of 8) the conformal calibration simulates."""
+VARIANCE_FLOORS = (0.0, 0.01, 0.03, 0.1, 0.3)
+"""Candidate floors of the posterior / prior variance ratio the std shrinks by (``_shrink``)."""
 _MATCH_COLUMNS = _GP_COLUMNS
 """Program features that place a program relative to the grid (hash buckets left out);
 the same as v2's GP inputs, so v2's kernel can stand in for the covariance."""
@@ -416,19 +419,12 @@ class ProgramProfileWorldModel:
                             ]
                         )
                     )
-        stacked = [np.concatenate(parts) for parts in regimes.values()]
-        best = (np.inf, 1.0, 0.0)
-        for floor in (0.0, 0.01, 0.03, 0.1, 0.3):
-            z = [e / np.sqrt((r + floor) / (1.0 + floor)) for e, r in (x.T for x in stacked)]
-            pooled = np.concatenate(z)
-            for scale in np.quantile(pooled, np.linspace(0.5, 0.85, 71)):
-                cost = max(
-                    max(abs(np.mean(x <= scale) - 0.683), abs(np.mean(x <= 1.96 * scale) - 0.95))
-                    for x in z
-                )
-                if cost < best[0]:
-                    best = (cost, float(scale), floor)
-        return best[1], best[2]
+        stacked = [np.concatenate(parts).T for parts in regimes.values()]
+        floored = {
+            floor: [error / np.sqrt((ratio + floor) / (1.0 + floor)) for error, ratio in stacked]
+            for floor in VARIANCE_FLOORS
+        }
+        return coverage_scale(floored)
 
     # ----------------------------------------------------------------------- predicting
     def _pretrained(self, contexts: list[Any], programs: list[str]) -> tuple[Any, ...]:

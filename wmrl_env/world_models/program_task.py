@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.world_models.base import Prediction
+from wmrl_env.world_models.conformal_std import coverage_scale
 from wmrl_env.world_models.pretraining import (
     artifact_header,
     fit_booster,
@@ -254,13 +255,8 @@ class ProgramTaskWorldModel:
                 )
                 std = spread[rest] * np.sqrt(variance / self.prior.total)
                 z.append(np.abs(residuals[rest] - mean) / std)
-        z = np.concatenate(z)
-        candidates = np.quantile(z, np.linspace(0.5, 0.8, 61)) / 1.0
-        cost = [
-            max(abs(np.mean(z <= s) - 0.683), abs(np.mean(z <= 1.96 * s) - 0.950))
-            for s in candidates
-        ]
-        return float(candidates[int(np.argmin(cost))])
+        scale, _ = coverage_scale({0.0: [np.concatenate(z)]}, np.linspace(0.5, 0.8, 61))
+        return scale
 
     def _posterior_for(
         self, anchors: np.ndarray, residuals: np.ndarray, x: np.ndarray
