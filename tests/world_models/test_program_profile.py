@@ -207,6 +207,25 @@ def test_repeated_programs_are_merged_and_keep_the_diverse_ones(synthetic_model,
     assert narrow < once.predict([task], [programs[first[0]]]).std[0]
 
 
+def test_load_keeps_the_memory_bounds_it_is_given(synthetic_model, tmp_path):
+    model, (contexts, programs, real) = synthetic_model
+    path = model.save(tmp_path / "synthetic.pkl")
+    small = ProgramProfileWorldModel.load(
+        path, model.task_featurizer, max_programs_per_task=2, max_tasks=1
+    )
+    assert (small.max_programs_per_task, small.max_tasks) == (2, 1)
+    tasks = list(dict.fromkeys(contexts))[:2]
+    for task in tasks:
+        members = [i for i, c in enumerate(contexts) if c == task][:3]  # 3 distinct programs
+        small.update([task] * 3, [programs[i] for i in members], real[members])
+    assert small.n_anchors(tasks[0]) == 0  # the least recently updated task evicted
+    assert small.n_anchors(tasks[1]) == 2  # the least recently executed program evicted
+    same = ProgramProfileWorldModel.load(path, model.task_featurizer)
+    assert (same.max_programs_per_task, same.max_tasks) == (256, 64)  # the saved bounds
+    with pytest.raises(ValueError, match="at least 1"):  # refused, not ignored
+        ProgramProfileWorldModel.load(path, model.task_featurizer, max_programs_per_task=0)
+
+
 def test_a_grid_program_with_other_comments_sits_on_the_grid():
     model = load_default_ml_world_model()
     wine = get_task("wine").description

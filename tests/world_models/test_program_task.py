@@ -126,6 +126,8 @@ def test_bounded_memory_per_task_and_over_tasks(synthetic_model, tmp_path):
         small.update([contexts[i] for i in members], [programs[i] for i in members], real[members])
     assert small.n_anchors(tasks[0]) == 0  # least recently updated task evicted
     assert small.n_anchors(tasks[1]) == 5 and small.n_anchors(tasks[2]) == 5
+    with pytest.raises(ValueError, match="at least 1"):  # refused, not ignored
+        ProgramTaskWorldModel.load(path, model.task_featurizer, max_tasks=0)
 
 
 def test_state_dict_round_trip_is_bit_identical(tmp_path):

@@ -593,7 +593,7 @@ class ProgramProfileWorldModel:
         self._posteriors = {}
 
     # ----------------------------------------------------------------------- persistence
-    _SAVED = (
+    _SETTINGS = (  # saved; load() builds the model from them (the labels follow the grid)
         "labels",
         "grid",
         "grid_attributes",
@@ -601,6 +601,8 @@ class ProgramProfileWorldModel:
         "max_programs_per_task",
         "max_tasks",
         "seed",
+    )
+    _LEARNED = (  # saved, and restored onto the constructed model by load()
         "bandwidth",
         "covariance",
         "covariance_source",
@@ -622,7 +624,7 @@ class ProgramProfileWorldModel:
         """Pickle the pretrained model (without the task featurizer and any anchors)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {name: getattr(self, name) for name in self._SAVED}
+        state = {name: getattr(self, name) for name in self._SETTINGS + self._LEARNED}
         state.update(artifact_header(FORMAT_VERSION), task_feature_names=self.task_feature_names)
         path.write_bytes(pickle.dumps(state, protocol=4))
         return path
@@ -639,16 +641,20 @@ class ProgramProfileWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
         state = read_artifact(path, FORMAT_VERSION, "profile")
+        if max_programs_per_task is None:
+            max_programs_per_task = state["max_programs_per_task"]
+        if max_tasks is None:
+            max_tasks = state["max_tasks"]
         model = cls(
             task_featurizer,
             state["task_feature_names"],
             state["grid"],
             state["grid_attributes"],
             score_range=state["score_range"],
-            max_programs_per_task=max_programs_per_task or state["max_programs_per_task"],
-            max_tasks=max_tasks or state["max_tasks"],
+            max_programs_per_task=max_programs_per_task,
+            max_tasks=max_tasks,
             seed=state["seed"],
         )
-        for name in cls._SAVED:
+        for name in cls._LEARNED:
             setattr(model, name, state[name])
         return model

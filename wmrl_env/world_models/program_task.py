@@ -410,12 +410,16 @@ class ProgramTaskWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
         state = read_artifact(path, FORMAT_VERSION, "program")
+        if max_anchors_per_task is None:
+            max_anchors_per_task = state["max_anchors_per_task"]
+        if max_tasks is None:
+            max_tasks = state["max_tasks"]
         model = cls(
             task_featurizer,
             state["task_feature_names"],
             score_range=state["score_range"],
-            max_anchors_per_task=max_anchors_per_task or state["max_anchors_per_task"],
-            max_tasks=max_tasks or state["max_tasks"],
+            max_anchors_per_task=max_anchors_per_task,
+            max_tasks=max_tasks,
             seed=state["seed"],
         )
         for name in ("program_mean", "program_scale", "prior", "std_scale", "fallback_score"):
