@@ -1,5 +1,6 @@
 """What world models v2 and v3 share in their pretrained part: the boosters, the program
-feature scale, the zero-shot spread and the checks on a saved artifact.
+feature scale, the zero-shot spread and how an artifact is saved, checked and loaded
+(:class:`ArtifactFormat`).
 
 Example:
     >>> import numpy as np
@@ -13,21 +14,24 @@ Example:
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
 
 __all__ = [
-    "artifact_header",
+    "ArtifactFormat",
     "fit_booster",
     "one_thread",
     "program_scale",
-    "read_artifact",
     "spread_std",
 ]
+
+Model = TypeVar("Model")
 
 
 def fit_booster(rows: np.ndarray, target: np.ndarray, *, seed: int, spread: bool = False) -> Any:
@@ -80,28 +84,92 @@ def _sklearn_version() -> str:
     return sklearn.__version__
 
 
-def artifact_header(version: int) -> dict[str, Any]:
-    """What every saved artifact records besides its own state."""
-    return {
-        "version": version,
-        "sklearn": _sklearn_version(),
-        "program_feature_names": PROGRAM_FEATURE_NAMES,
-    }
+@dataclass(frozen=True)
+class ArtifactFormat:
+    """How a world model's pretrained part is saved and loaded: one pickled dict holding the
+    format ``version``, the scikit-learn version and the program feature names it was fitted
+    with, the constructor's ``settings`` (under their attribute names) and the ``learned``
+    state (saved key -> the attribute it restores). ``backend`` is the
+    ``wmrl train-world-model --backend`` that rebuilds the artifact (named when it is refused).
 
+    Example:
+        >>> import tempfile
+        >>> class Mean:
+        ...     def __init__(self, task_featurizer, *, seed=0):
+        ...         self.seed, self._mean = seed, None
+        >>> artifact = ArtifactFormat(7, "mean", settings=("seed",), learned={"mean": "_mean"})
+        >>> model = Mean(None, seed=3)
+        >>> model._mean = 0.5
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = artifact.save(model, Path(folder) / "mean.pkl")
+        ...     loaded = artifact.load(Mean, path, None)
+        ...     reseeded = artifact.load(Mean, path, None, seed=4)
+        >>> loaded.seed, loaded._mean, reseeded.seed
+        (3, 0.5, 4)
+    """
 
-def read_artifact(path: str | Path, version: int, backend: str) -> dict[str, Any]:
-    """The state saved at ``path`` (a trusted pickle), refused with a clear error when its
-    format version, program features or scikit-learn minor version differ (the message
-    names ``wmrl train-world-model --backend BACKEND`` to rebuild it)."""
-    state = pickle.loads(Path(path).read_bytes())
-    if not isinstance(state, dict) or state.get("version") != version:
-        found = state.get("version") if isinstance(state, dict) else type(state).__name__
-        raise ValueError(f"{path}: format version {found}, this code reads {version}")
-    if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
-        raise ValueError(f"{path} was trained on other program features: retrain it")
-    if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
-        raise ValueError(
-            f"{path} was saved with scikit-learn {state['sklearn']}, this is "
-            f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend {backend})"
-        )
-    return state
+    version: int
+    backend: str
+    settings: tuple[str, ...]
+    learned: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        header = set(self.header())
+        if header & set(self.settings) or (header | set(self.settings)) & set(self.learned):
+            raise ValueError("the header, settings and learned keys must not overlap")
+
+    def header(self) -> dict[str, Any]:
+        """What every saved artifact records besides the model's own state."""
+        return {
+            "version": self.version,
+            "sklearn": _sklearn_version(),
+            "program_feature_names": PROGRAM_FEATURE_NAMES,
+        }
+
+    def save(self, model: Any, path: str | Path) -> Path:
+        """Pickle the header, ``model``'s settings and its learned state to ``path``."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = self.header()
+        state.update({name: getattr(model, name) for name in self.settings})
+        state.update({key: getattr(model, name) for key, name in self.learned.items()})
+        path.write_bytes(pickle.dumps(state, protocol=4))
+        return path
+
+    def read(self, path: str | Path) -> dict[str, Any]:
+        """The state saved at ``path`` (a trusted pickle), refused with a clear error when its
+        format version, program features or scikit-learn minor version differ (the message
+        names ``wmrl train-world-model --backend BACKEND`` to rebuild it)."""
+        state = pickle.loads(Path(path).read_bytes())
+        if not isinstance(state, dict) or state.get("version") != self.version:
+            found = state.get("version") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{path}: format version {found}, this code reads {self.version}")
+        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
+            raise ValueError(f"{path} was trained on other program features: retrain it")
+        if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
+            raise ValueError(
+                f"{path} was saved with scikit-learn {state['sklearn']}, this is "
+                f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend "
+                f"{self.backend})"
+            )
+        return state
+
+    def load(
+        self,
+        cls: Callable[..., Model],
+        path: str | Path,
+        task_featurizer: Callable[[Any], Any],
+        **given: Any,
+    ) -> Model:
+        """``cls(task_featurizer, **settings)`` with the learned state restored: the saved
+        settings, except those ``given`` (a given None keeps the saved one)."""
+        unknown = set(given) - set(self.settings)
+        if unknown:
+            raise TypeError(f"not settings of this artifact: {sorted(unknown)}")
+        state = self.read(path)
+        settings = {name: state[name] for name in self.settings}
+        settings.update({name: value for name, value in given.items() if value is not None})
+        model = cls(task_featurizer, **settings)
+        for key, name in self.learned.items():
+            setattr(model, name, state[key])
+        return model

@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import pickle
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,11 +51,10 @@ import numpy as np
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.conformal_std import coverage_scale
 from wmrl_env.world_models.pretraining import (
-    artifact_header,
+    ArtifactFormat,
     fit_booster,
     one_thread,
     program_scale,
-    read_artifact,
     spread_std,
 )
 from wmrl_env.world_models.program_covariance import (
@@ -82,6 +80,39 @@ __all__ = ["FORMAT_VERSION", "ProgramProfileWorldModel", "on_policy_draw"]
 
 FORMAT_VERSION = 2
 """Version of the saved format; :meth:`ProgramProfileWorldModel.load` refuses any other."""
+
+_LEARNED = (
+    "labels",  # the order of the covariance's rows (the grid's, as the constructor sets)
+    "bandwidth",
+    "covariance",
+    "covariance_source",
+    "shrinkage",
+    "noise_share",
+    "std_scale",
+    "variance_floor",
+    "fallback_score",
+    "_level",
+    "_spread",
+    "_spread_floor",
+    "_program_mean",
+    "_program_scale",
+    "_grid_space",
+    "_grid_label",
+)
+_ARTIFACT = ArtifactFormat(
+    FORMAT_VERSION,
+    "profile",
+    settings=(
+        "task_feature_names",
+        "grid",
+        "grid_attributes",
+        "score_range",
+        "max_programs_per_task",
+        "max_tasks",
+        "seed",
+    ),
+    learned={name: name for name in _LEARNED},
+)
 
 ANCHOR_GROUPS = (0, 1, 2, 4, 8)
 """Anchor groups (of 8) the conformal calibration simulates."""
@@ -593,41 +624,9 @@ class ProgramProfileWorldModel:
         self._posteriors = {}
 
     # ----------------------------------------------------------------------- persistence
-    _SETTINGS = (  # saved; load() builds the model from them (the labels follow the grid)
-        "labels",
-        "grid",
-        "grid_attributes",
-        "score_range",
-        "max_programs_per_task",
-        "max_tasks",
-        "seed",
-    )
-    _LEARNED = (  # saved, and restored onto the constructed model by load()
-        "bandwidth",
-        "covariance",
-        "covariance_source",
-        "shrinkage",
-        "noise_share",
-        "std_scale",
-        "variance_floor",
-        "fallback_score",
-        "_level",
-        "_spread",
-        "_spread_floor",
-        "_program_mean",
-        "_program_scale",
-        "_grid_space",
-        "_grid_label",
-    )
-
     def save(self, path: str | Path) -> Path:
         """Pickle the pretrained model (without the task featurizer and any anchors)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = {name: getattr(self, name) for name in self._SETTINGS + self._LEARNED}
-        state.update(artifact_header(FORMAT_VERSION), task_feature_names=self.task_feature_names)
-        path.write_bytes(pickle.dumps(state, protocol=4))
-        return path
+        return _ARTIFACT.save(self, path)
 
     @classmethod
     def load(
@@ -640,21 +639,10 @@ class ProgramProfileWorldModel:
     ) -> ProgramProfileWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
-        state = read_artifact(path, FORMAT_VERSION, "profile")
-        if max_programs_per_task is None:
-            max_programs_per_task = state["max_programs_per_task"]
-        if max_tasks is None:
-            max_tasks = state["max_tasks"]
-        model = cls(
+        return _ARTIFACT.load(
+            cls,
+            path,
             task_featurizer,
-            state["task_feature_names"],
-            state["grid"],
-            state["grid_attributes"],
-            score_range=state["score_range"],
             max_programs_per_task=max_programs_per_task,
             max_tasks=max_tasks,
-            seed=state["seed"],
         )
-        for name in cls._LEARNED:
-            setattr(model, name, state[name])
-        return model

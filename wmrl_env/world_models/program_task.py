@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import pickle
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,11 +43,10 @@ import numpy as np
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.conformal_std import coverage_scale
 from wmrl_env.world_models.pretraining import (
-    artifact_header,
+    ArtifactFormat,
     fit_booster,
     one_thread,
     program_scale,
-    read_artifact,
     spread_std,
 )
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
@@ -70,6 +68,24 @@ __all__ = ["FORMAT_VERSION", "ProgramTaskWorldModel"]
 
 FORMAT_VERSION = 1
 """Version of the saved format; :meth:`ProgramTaskWorldModel.load` refuses any other."""
+
+_ARTIFACT = ArtifactFormat(
+    FORMAT_VERSION,
+    "program",
+    settings=("task_feature_names", "score_range", "max_anchors_per_task", "max_tasks", "seed"),
+    learned={
+        "booster": "_booster",
+        "shape": "_shape",
+        "shape_weight": "shape_weight",
+        "spread": "_spread",
+        "spread_floor": "_spread_floor",
+        "program_mean": "_program_mean",
+        "program_scale": "_program_scale",
+        "prior": "prior",
+        "std_scale": "std_scale",
+        "fallback_score": "fallback_score",
+    },
+)
 
 _GP_COLUMNS = np.array(
     [
@@ -375,28 +391,7 @@ class ProgramTaskWorldModel:
     # ----------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
         """Pickle the pretrained model (without the task featurizer and any anchors)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            **artifact_header(FORMAT_VERSION),
-            "task_feature_names": self.task_feature_names,
-            "score_range": self.score_range,
-            "max_anchors_per_task": self.max_anchors_per_task,
-            "max_tasks": self.max_tasks,
-            "seed": self.seed,
-            "booster": self._booster,
-            "shape": self._shape,
-            "shape_weight": self.shape_weight,
-            "spread": self._spread,
-            "spread_floor": self._spread_floor,
-            "program_mean": self._program_mean,
-            "program_scale": self._program_scale,
-            "prior": self.prior,
-            "std_scale": self.std_scale,
-            "fallback_score": self.fallback_score,
-        }
-        path.write_bytes(pickle.dumps(state, protocol=4))
-        return path
+        return _ARTIFACT.save(self, path)
 
     @classmethod
     def load(
@@ -409,29 +404,13 @@ class ProgramTaskWorldModel:
     ) -> ProgramTaskWorldModel:
         """Load :meth:`save`'s file (only from a trusted source: it is a pickle); the
         memory bounds of the online part may be changed."""
-        state = read_artifact(path, FORMAT_VERSION, "program")
-        if max_anchors_per_task is None:
-            max_anchors_per_task = state["max_anchors_per_task"]
-        if max_tasks is None:
-            max_tasks = state["max_tasks"]
-        model = cls(
+        return _ARTIFACT.load(
+            cls,
+            path,
             task_featurizer,
-            state["task_feature_names"],
-            score_range=state["score_range"],
             max_anchors_per_task=max_anchors_per_task,
             max_tasks=max_tasks,
-            seed=state["seed"],
         )
-        for name in ("program_mean", "program_scale", "prior", "std_scale", "fallback_score"):
-            setattr(
-                model,
-                name if name in ("prior", "std_scale", "fallback_score") else f"_{name}",
-                state[name],
-            )
-        model._booster, model._shape = state["booster"], state["shape"]
-        model.shape_weight = state["shape_weight"]
-        model._spread, model._spread_floor = state["spread"], state["spread_floor"]
-        return model
 
 
 def _within_task_z(y: np.ndarray, groups: np.ndarray, scale: bool = True) -> np.ndarray:
