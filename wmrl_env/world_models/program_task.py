@@ -271,6 +271,7 @@ class ProgramTaskWorldModel:
                 )
                 std = spread[rest] * np.sqrt(variance / self.prior.total)
                 z.append(np.abs(residuals[rest] - mean) / std)
+        # v2 tries scales up to the 0.8 quantile (v3 and ConformalStd: 0.85), as it always has
         scale, _ = coverage_scale({0.0: [np.concatenate(z)]}, np.linspace(0.5, 0.8, 61))
         return scale
 
