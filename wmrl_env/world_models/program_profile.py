@@ -117,7 +117,7 @@ _ARTIFACT = ArtifactFormat(
 ANCHOR_GROUPS = (0, 1, 2, 4, 8)
 """Anchor groups (of 8) the conformal calibration simulates."""
 VARIANCE_FLOORS = (0.0, 0.01, 0.03, 0.1, 0.3)
-"""Candidate floors of the posterior / prior variance ratio the std shrinks by (``_shrink``)."""
+"""Candidate floors of the variance ratio by which anchors shrink the std (:func:`_shrink`)."""
 _MATCH_COLUMNS = _GP_COLUMNS
 """Program features that place a program relative to the grid (hash buckets left out);
 the same as v2's GP inputs, so v2's kernel can stand in for the covariance."""
@@ -139,6 +139,16 @@ def on_policy_draw(
     logits = logits + rng.normal(scale=2.0, size=len(logits))
     p = np.exp(logits - logits.max())
     return rng.choice(len(p), size=n, p=p / p.sum())
+
+
+def _shrink(ratio: np.ndarray, floor: float) -> np.ndarray:
+    """How much the anchors narrowed a program's std: sqrt of its posterior / prior variance
+    ``ratio``, floored (the Gaussian posterior is surer than its errors).
+
+    >>> _shrink(np.array([1.0, 0.0]), 0.1).round(3).tolist()
+    [1.0, 0.302]
+    """
+    return np.sqrt((ratio + floor) / (1.0 + floor))
 
 
 class ProgramProfileWorldModel:
@@ -385,12 +395,6 @@ class ProgramProfileWorldModel:
     def _spread_from(self, expected: np.ndarray) -> np.ndarray:
         return spread_std(expected, self._spread_floor)
 
-    def _shrink(self, variance: np.ndarray, prior: np.ndarray) -> np.ndarray:
-        """How much the anchors narrowed a program's std: sqrt of the posterior / prior
-        variance ratio, floored (the Gaussian posterior is surer than its errors)."""
-        floor = self.variance_floor
-        return np.sqrt((variance / prior + floor) / (1.0 + floor))
-
     def _conformal_scale(
         self,
         matrix: np.ndarray,
@@ -452,7 +456,7 @@ class ProgramProfileWorldModel:
                     )
         stacked = [np.concatenate(parts).T for parts in regimes.values()]
         floored = {
-            floor: [error / np.sqrt((ratio + floor) / (1.0 + floor)) for error, ratio in stacked]
+            floor: [error / _shrink(ratio, floor) for error, ratio in stacked]
             for floor in VARIANCE_FLOORS
         }
         return coverage_scale(floored)
@@ -521,7 +525,8 @@ class ProgramProfileWorldModel:
                     )
             noise = self.covariance.noise
             scores[ok] = np.clip(level + mean, *self.score_range)
-            std[ok] = spread * self._shrink(variance + noise, prior + noise) * self.std_scale
+            shrink = _shrink((variance + noise) / (prior + noise), self.variance_floor)
+            std[ok] = spread * shrink * self.std_scale
         reasons = ["" if good else "unparseable" for good in ok]
         return Prediction(scores=scores, std=std, valid=ok.copy(), reasons=reasons)
 
