@@ -129,6 +129,10 @@ class _ControlStep:
         self.arm = arm = parts[name]
         self.gripper = next(part for key, part in parts.items() if key != name)
         self._ref_site = sim.model.site_name2id(arm.ref_name)
+        # robosuite's index lists as arrays (numpy converts a list at every indexing)
+        self._arm_qpos, self._arm_qvel = np.asarray(arm.qpos_index), np.asarray(arm.qvel_index)
+        self._gripper_qpos = np.asarray(self.gripper.qpos_index)
+        self._gripper_qvel = np.asarray(self.gripper.qvel_index)
         nv = self._model.nv
         self._jacp, self._jacr = np.zeros((3, nv)), np.zeros((3, nv))
         self._full_mass = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
@@ -154,8 +158,8 @@ class _ControlStep:
         self._update_arm()
         self._run_arm()
         gripper = self.gripper
-        gripper.joint_pos = np.array(self._qpos[gripper.qpos_index])
-        gripper.joint_vel = np.array(self._qvel[gripper.qvel_index])
+        gripper.joint_pos = self._qpos[self._gripper_qpos]  # indexed: a copy, as np.array(...)
+        gripper.joint_vel = self._qvel[self._gripper_qvel]
         self._ctrl[self._arm_actuators] = np.clip(self.arm.torques, self._arm_low, self._arm_high)
         index, command = self._gripper_ctrl
         self._ctrl[index] = command
@@ -163,21 +167,21 @@ class _ControlStep:
     def _update_arm(self) -> None:
         """``Controller.update``: the end effector's pose, velocity and Jacobians, the joints
         and the mass matrix."""
-        arm, jacp, jacr = self.arm, self._jacp, self._jacr
+        arm, jacp, jacr, index = self.arm, self._jacp, self._jacr, self._arm_qvel
         mujoco = self._mujoco
         mujoco.mj_jacSite(self._model, self._data, jacp, jacr, self._ref_site)
         arm.ref_pos[:] = self._site_xpos[self._ref_site]
         arm.ref_ori_mat[:, :] = self._site_xmat[self._ref_site].reshape([3, 3])
         arm.ref_pos_vel[:] = np.dot(jacp, self._qvel)
         arm.ref_ori_vel[:] = np.dot(jacr, self._qvel)
-        arm.J_pos[:, :] = jacp[:, arm.qvel_index]
-        arm.J_ori[:, :] = jacr[:, arm.qvel_index]
+        arm.J_pos[:, :] = jacp[:, index]
+        arm.J_ori[:, :] = jacr[:, index]
         arm.J_full[:3] = arm.J_pos  # np.vstack([J_pos, J_ori]) copied in: the same values
         arm.J_full[3:] = arm.J_ori
-        arm.joint_pos = np.array(self._qpos[arm.qpos_index])
-        arm.joint_vel = np.array(self._qvel[arm.qvel_index])
+        arm.joint_pos = self._qpos[self._arm_qpos]
+        arm.joint_vel = self._qvel[index]
         mujoco.mj_fullM(self._model, self._full_mass, self._data.qM)
-        arm.mass_matrix = self._full_mass[arm.qvel_index, :][:, arm.qvel_index]
+        arm.mass_matrix = self._full_mass[index, :][:, index]
 
     def _run_arm(self) -> None:
         """``OperationalSpaceController.run_controller`` after its update."""
@@ -198,7 +202,7 @@ class _ControlStep:
         wrench = np.concatenate(
             [np.dot(lambda_pos, desired_force), np.dot(lambda_ori, desired_torque)]
         )
-        arm.torques = np.dot(arm.J_full.T, wrench) + self._qfrc_bias[arm.qvel_index]
+        arm.torques = np.dot(arm.J_full.T, wrench) + self._qfrc_bias[self._arm_qvel]
         arm.torques += self._nullspace_torques(
             arm.mass_matrix, nullspace_matrix, arm.initial_joint, arm.joint_pos, arm.joint_vel
         )
