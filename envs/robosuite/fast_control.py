@@ -122,7 +122,6 @@ class _ControlStep:
         sim = env.sim
         self._model, self._data = sim.model._model, sim.data._data
         self._qpos, self._qvel, self._ctrl = sim.data.qpos, sim.data.qvel, sim.data.ctrl
-        self._site_xpos, self._site_xmat = sim.data.site_xpos, sim.data.site_xmat
         self._qfrc_bias = sim.data.qfrc_bias
         parts = robot.composite_controller.part_controllers
         name = robot.arms[0]
@@ -134,7 +133,11 @@ class _ControlStep:
         self._gripper_qpos = np.asarray(self.gripper.qpos_index)
         self._gripper_qvel = np.asarray(self.gripper.qvel_index)
         nv = self._model.nv
-        self._jacp, self._jacr = np.zeros((3, nv)), np.zeros((3, nv))
+        # both Jacobians in one buffer (mj_jacSite fills the two halves, contiguous views)
+        self._jac = np.zeros((6, nv))
+        self._jacp, self._jacr = self._jac[:3], self._jac[3:]
+        self._ref_xpos = sim.data.site_xpos[self._ref_site]  # views into MuJoCo's data
+        self._ref_xmat = sim.data.site_xmat[self._ref_site].reshape([3, 3])
         self._full_mass = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
         # the controller's frame is the robot's fixed base: its site neither moves nor has a
         # Jacobian (robosuite queries both at every sub-step; they are the same every time)
@@ -151,58 +154,48 @@ class _ControlStep:
         ranges, indexes = sim.model.actuator_ctrlrange, robot._ref_actuators_indexes_dict
         self._arm_actuators = index = indexes[name]
         self._arm_low, self._arm_high = ranges[index, 0], ranges[index, 1]
-        index = indexes[next(key for key in parts if key != name)]
-        self._gripper_ctrl = (index, np.clip(self.gripper.vels, ranges[index, 0], ranges[index, 1]))
+        self._gripper_actuators = index = indexes[next(key for key in parts if key != name)]
+        self._gripper_command = np.clip(self.gripper.vels, ranges[index, 0], ranges[index, 1])
 
     def substep(self) -> None:
-        self._update_arm()
-        self._run_arm()
-        gripper = self.gripper
-        gripper.joint_pos = self._qpos[self._gripper_qpos]  # indexed: a copy, as np.array(...)
-        gripper.joint_vel = self._qvel[self._gripper_qvel]
-        self._ctrl[self._arm_actuators] = np.clip(self.arm.torques, self._arm_low, self._arm_high)
-        index, command = self._gripper_ctrl
-        self._ctrl[index] = command
-
-    def _update_arm(self) -> None:
-        """``Controller.update``: the end effector's pose, velocity and Jacobians, the joints
-        and the mass matrix."""
-        arm, jacp, jacr, index = self.arm, self._jacp, self._jacr, self._arm_qvel
-        mujoco = self._mujoco
+        """One sub-step: the arm's ``update`` and ``run_controller``, the gripper's ``update``,
+        the clipped commands written to ``ctrl``."""
+        arm, qvel, index = self.arm, self._qvel, self._arm_qvel
+        jacp, jacr, mujoco = self._jacp, self._jacr, self._mujoco
+        # Controller.update: end-effector pose, velocity and Jacobians, joints, mass matrix
         mujoco.mj_jacSite(self._model, self._data, jacp, jacr, self._ref_site)
-        arm.ref_pos[:] = self._site_xpos[self._ref_site]
-        arm.ref_ori_mat[:, :] = self._site_xmat[self._ref_site].reshape([3, 3])
-        arm.ref_pos_vel[:] = np.dot(jacp, self._qvel)
-        arm.ref_ori_vel[:] = np.dot(jacr, self._qvel)
-        arm.J_pos[:, :] = jacp[:, index]
-        arm.J_ori[:, :] = jacr[:, index]
-        arm.J_full[:3] = arm.J_pos  # np.vstack([J_pos, J_ori]) copied in: the same values
-        arm.J_full[3:] = arm.J_ori
-        arm.joint_pos = self._qpos[self._arm_qpos]
-        arm.joint_vel = self._qvel[index]
+        arm.ref_pos[:] = self._ref_xpos
+        arm.ref_ori_mat[:, :] = self._ref_xmat
+        np.dot(jacp, qvel, out=arm.ref_pos_vel)
+        np.dot(jacr, qvel, out=arm.ref_ori_vel)
+        np.take(self._jac, index, axis=1, out=arm.J_full)  # np.vstack([J_pos, J_ori])
+        arm.J_pos[:, :] = arm.J_full[:3]
+        arm.J_ori[:, :] = arm.J_full[3:]
+        arm.joint_pos = self._qpos.take(self._arm_qpos)
+        arm.joint_vel = qvel.take(index)
         mujoco.mj_fullM(self._model, self._full_mass, self._data.qM)
-        arm.mass_matrix = self._full_mass[index, :][:, index]
-
-    def _run_arm(self) -> None:
-        """``OperationalSpaceController.run_controller`` after its update."""
-        arm = self.arm
+        arm.mass_matrix = mass_matrix = self._full_mass[index, :][:, index]
+        # OperationalSpaceController.run_controller
         ori_error = self._orientation_error(self._goal_ori, arm.ref_ori_mat)
         position_error = self._goal_pos - arm.ref_pos
-        vel_pos_error = -(arm.ref_pos_vel - np.dot(self._base_jacp, self._qvel))
-        desired_force = np.multiply(position_error, self._kp_pos) + np.multiply(
-            vel_pos_error, self._kd_pos
-        )
-        vel_ori_error = -(arm.ref_ori_vel - np.dot(self._base_jacr, self._qvel))
-        desired_torque = np.multiply(ori_error, self._kp_ori) + np.multiply(
-            vel_ori_error, self._kd_ori
-        )
+        vel_pos_error = -(arm.ref_pos_vel - np.dot(self._base_jacp, qvel))
+        desired_force = position_error * self._kp_pos + vel_pos_error * self._kd_pos
+        vel_ori_error = -(arm.ref_ori_vel - np.dot(self._base_jacr, qvel))
+        desired_torque = ori_error * self._kp_ori + vel_ori_error * self._kd_ori
         _, lambda_pos, lambda_ori, nullspace_matrix = self._opspace_matrices(
-            arm.mass_matrix, arm.J_full, arm.J_pos, arm.J_ori
+            mass_matrix, arm.J_full, arm.J_pos, arm.J_ori
         )
         wrench = np.concatenate(
             [np.dot(lambda_pos, desired_force), np.dot(lambda_ori, desired_torque)]
         )
-        arm.torques = np.dot(arm.J_full.T, wrench) + self._qfrc_bias[self._arm_qvel]
-        arm.torques += self._nullspace_torques(
-            arm.mass_matrix, nullspace_matrix, arm.initial_joint, arm.joint_pos, arm.joint_vel
+        torques = np.dot(arm.J_full.T, wrench) + self._qfrc_bias.take(index)
+        torques += self._nullspace_torques(
+            mass_matrix, nullspace_matrix, arm.initial_joint, arm.joint_pos, arm.joint_vel
         )
+        arm.torques = torques
+        # SimpleGripController.update; its command is the same at every sub-step
+        gripper = self.gripper
+        gripper.joint_pos = self._qpos.take(self._gripper_qpos)
+        gripper.joint_vel = qvel.take(self._gripper_qvel)
+        self._ctrl[self._arm_actuators] = torques.clip(self._arm_low, self._arm_high)
+        self._ctrl[self._gripper_actuators] = self._gripper_command
