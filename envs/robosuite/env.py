@@ -49,7 +49,7 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
             same arguments and reset with the same seed, as a group's members are); any other
             restore raises ``ValueError``.
         fast_control: play the controller's sub-steps with :class:`~.fast_control.FastControl`
-            (the same floats as robosuite's own path, several times faster): ``None`` where it
+            (the same floats as robosuite's own path at about half the CPU): ``None`` where it
             covers the set-up (the default Panda's OSC; see :func:`.unsupported_reason`),
             ``True`` to require it (``ValueError`` with the reason where not covered),
             ``False`` for robosuite's own path. :attr:`fast_control` says which runs.
