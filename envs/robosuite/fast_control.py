@@ -1,4 +1,4 @@
-"""robosuite's OSC_POSE arm and gripper control, bit for bit, with less Python per sub-step.
+"""robosuite's OSC arm and gripper control, bit for bit, with less Python per sub-step.
 
 robosuite recomputes its controllers at each of the physics sub-steps of a control step (25 at
 ``control_freq=20``), and most of a step's time is the Python around the arithmetic: name
@@ -8,16 +8,21 @@ action sets the goals) to robosuite and plays the other sub-steps itself: the sa
 queries and the same arithmetic (robosuite's own compiled ``opspace_matrices``,
 ``nullspace_torques`` and ``orientation_error``), in the same order, on arrays of the same
 layout, so every float is the same; what is constant over a control step (the goal in the
-world frame, the gains, the gripper command, the actuator ranges) is worked out once.
+world frame, the gains, the gripper command, the actuator ranges) is worked out once. The
+controllers' attributes (pose, Jacobians, mass matrix, torques) are left as robosuite leaves
+them, so a snapshot or robosuite's next policy step sees the same state.
 
-It covers one fixed-base robot with robosuite's basic composite controller, an ``OSC_POSE`` or
-``OSC_POSITION`` arm of fixed impedance without interpolation, and a ``GRIP`` gripper, with
-lite physics: the default Panda of every single-arm task. :func:`unsupported_reason` says why
+It covers one fixed-base robot with robosuite's basic composite controller, an OSC arm
+(``OSC_POSE``, the default and the one tested; ``OSC_POSITION`` runs the same sub-step) of
+fixed impedance in the base frame without interpolation, and a ``GRIP`` gripper, with lite
+physics: the default Panda of every single-arm task. :func:`unsupported_reason` says why
 another set-up is not covered (it then keeps robosuite's own path).
 
 Example (needs robosuite)::
 
-    env = robosuite.make("Lift", robots="Panda", has_renderer=False, use_camera_obs=False)
+    env = robosuite.make(
+        "Lift", has_renderer=False, has_offscreen_renderer=False, use_camera_obs=False
+    )
     if unsupported_reason(env) is None:
         FastControl(env).install()      # env.step now runs the fast sub-steps
 """
@@ -105,7 +110,7 @@ class FastControl:
 class _ControlStep:
     """One control step's sub-steps after the first: robosuite's ``FixedBaseRobot.control``
     with ``policy_step=False`` (``OperationalSpaceController.run_controller`` and
-    ``SimpleGripController.run_controller``, their ``update``), line for line."""
+    ``SimpleGripController.run_controller``, their ``update``), operation for operation."""
 
     def __init__(self, env: Any) -> None:
         import mujoco
