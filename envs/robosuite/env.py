@@ -9,6 +9,7 @@ import numpy as np
 
 from wmrl_env.envs.robosuite import snapshot as snapshots
 from wmrl_env.envs.robosuite.actions import checked_action
+from wmrl_env.envs.robosuite.fast_control import FastControl, unsupported_reason
 from wmrl_env.envs.robosuite.observations import flatten_state, state_keys
 from wmrl_env.utils.imports import require
 
@@ -47,6 +48,11 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
             restores only into an env whose last reset drew the same model (built with the
             same arguments and reset with the same seed, as a group's members are); any other
             restore raises ``ValueError``.
+        fast_control: play the controller's sub-steps with :class:`~.fast_control.FastControl`
+            (the same floats as robosuite's own path at about half the CPU): ``None`` where it
+            covers the set-up (the default Panda's OSC; see :func:`.unsupported_reason`),
+            ``True`` to require it (``ValueError`` with the reason where not covered),
+            ``False`` for robosuite's own path. :attr:`fast_control` says which runs.
         **robosuite_kwargs: passed on to ``robosuite.make``.
 
     Example (needs robosuite)::
@@ -72,12 +78,15 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
         render_size: tuple[int, int] = (128, 128),
         render_camera: str = "frontview",
         model_seed: int = 0,
+        fast_control: bool | None = None,
         **robosuite_kwargs: Any,
     ) -> None:
         if not isinstance(horizon, int) or horizon < 1:
             raise ValueError(f"horizon must be a positive int, got {horizon!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if fast_control not in (None, True, False):
+            raise ValueError(f"fast_control must be None, True or False, got {fast_control!r}")
         robosuite = require("robosuite", "RobosuiteEnv")
         self.task = task
         self.horizon = horizon
@@ -101,6 +110,7 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
             seed=model_seed,
             **robosuite_kwargs,
         )
+        self.fast_control = self._use_fast_control(fast_control)
         first = self._env.reset()
         self._keys = state_keys(first)
         size = flatten_state(first, self._keys).shape[0]
@@ -110,6 +120,18 @@ class RobosuiteEnv(gym.Env[np.ndarray, np.ndarray]):
             low.astype(np.float32), high.astype(np.float32), dtype=np.float32
         )
         self._episode_over = True
+
+    def _use_fast_control(self, wanted: bool | None) -> bool:
+        reason = None if wanted is False else unsupported_reason(self._env)
+        if wanted and reason is not None:
+            self._env.close()
+            raise ValueError(
+                f"fast_control=True, but FastControl does not cover this env: {reason}"
+            )
+        if wanted is False or reason is not None:
+            return False
+        FastControl(self._env).install()
+        return True
 
     @property
     def sim_env(self) -> Any:

@@ -135,6 +135,46 @@ def test_a_bounded_env_pool_measures_exactly_what_one_env_per_member_did(bench, 
 
 
 @pytest.mark.robosuite
+def test_an_arm_on_envs_its_seed_shelved_measures_what_it_does_on_fresh_ones(bench, tmp_path):
+    """The last arm of a seed plays on the task envs every arm before it played on (the
+    seed's ``TaskEnvShelf``); alone in a bench, on envs built for it, it records the same."""
+    from wmrl_env.bench.robotics import run_robot_bench
+
+    config, result = bench
+    last = config.arms[-1]
+    alone = RobotBenchConfig(**{**config.to_dict(), "arms": (last,), "out": str(tmp_path)})
+    (fresh,) = run_robot_bench(alone).runs
+    (shelved,) = [run for run in result.runs if run.arm == last]
+    fields = ("true_score", "real_steps", "real_executions", "fused_reward_mean", "kappa")
+    for before, after in zip(fresh.steps, shelved.steps, strict=True):
+        assert [getattr(before, f) for f in fields] == pytest.approx(
+            [getattr(after, f) for f in fields], nan_ok=True, rel=0, abs=0
+        )
+
+
+@pytest.mark.robosuite
+def test_the_task_env_shelf_builds_once_and_closes_failed_envs():
+    from wmrl_env.bench.robotics.start import TaskEnvShelf
+
+    shelf = TaskEnvShelf("Lift", horizon=16, chunk_size=8)
+    first = shelf.lend()
+    first.reset(seed=0)
+    first.close()
+    first.close()  # returned once
+    again = shelf.lend()
+    assert again.env is first.env and shelf.built == 1
+    other = shelf.lend()  # the shelf is empty: a second env
+    assert other.env is not first.env and shelf.built == 2
+    with pytest.raises(ValueError):
+        other.step(np.zeros(3, np.float32))  # a wrong action: this env is not lent again
+    other.close()
+    again.close()
+    assert shelf.lend().env is first.env and shelf.built == 2
+    assert shelf.lend().env is not other.env and shelf.built == 3
+    shelf.close()
+
+
+@pytest.mark.robosuite
 def test_a_second_call_resumes_instead_of_rerunning(bench):
     from wmrl_env.bench.robotics import run_robot_bench
 

@@ -127,6 +127,7 @@ def run_robot_bench(
                 _append(folder / "runs.jsonl", run.to_dict())
         finally:
             evaluator.close()
+            start.task_envs.close()
     summary, runs = write_report(folder)
     return RobotBenchResult(folder, summary, runs, time.perf_counter() - began)
 

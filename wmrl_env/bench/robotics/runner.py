@@ -11,8 +11,9 @@ policy's mean chunks are scored on the fixed held-out starts (not charged).
 Every arm's world model (the seed's pretrained one, copied) shadows the arm's real episodes,
 so each round also checks the success predictor on the current policy's own episodes
 (:mod:`.predictor_check`). The real envs live in a pool of ``workers`` envs (a group start or
-a parked episode is restored bit for bit from its snapshot): a seed builds a handful of
-robosuite envs, not one per real member.
+a parked episode is restored bit for bit from its snapshot), borrowed from the seed's
+:class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite envs for all its arms, not
+one per real member or per arm.
 
 Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
 episode's last chunk counted whole), ``real_exec_seconds`` = the simulator's seconds of those
@@ -33,7 +34,7 @@ from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.robotics.config import RobotBenchConfig
 from wmrl_env.bench.robotics.evaluation import Evaluator
 from wmrl_env.bench.robotics.predictor_check import predictor_check, round_pairs
-from wmrl_env.bench.robotics.start import SeedStart, base_policy, make_task_env
+from wmrl_env.bench.robotics.start import SeedStart, base_policy
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
 
@@ -83,12 +84,9 @@ def run_one(
     fusion = RewardFusion(
         method=method, anchor_fraction=config.anchor_fraction, seed=seed, **config.fusion_options
     )
-    chunk, horizon = start.chunk_size, start.horizon
+    chunk = start.chunk_size
     workers = min(config.workers, num_groups * config.group_size)
-
-    def env_fn() -> Any:
-        return make_task_env(config.task, horizon, chunk)
-
+    env_fn = start.task_envs.lend
     executor = GymEnvExecutor(
         env_fn,
         backend="thread",

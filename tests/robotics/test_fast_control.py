@@ -1,0 +1,116 @@
+"""FastControl plays robosuite's controller sub-steps bit for bit, with real MuJoCo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.robosuite
+
+HORIZON = 80
+
+
+def _pair(task: str):
+    from wmrl_env.envs.robosuite import RobosuiteEnv
+
+    own = RobosuiteEnv(task, horizon=HORIZON, fast_control=False)
+    fast = RobosuiteEnv(task, horizon=HORIZON, fast_control=True)
+    assert (own.fast_control, fast.fast_control) == (False, True)
+    return own, fast
+
+
+def _actions(seed: int, n: int) -> np.ndarray:
+    """Random commands, with runs at the bounds (gripper held closed or open, arm pushed to the
+    edge of its range) where clipping matters."""
+    rng = np.random.default_rng(seed)
+    actions = rng.uniform(-1, 1, (n, 7))
+    actions[n // 3 : n // 2] = np.sign(actions[n // 3 : n // 2])
+    return actions.astype(np.float32)
+
+
+def _physics(env) -> tuple[np.ndarray, ...]:
+    data = env.sim_env.sim.data
+    return data.qpos.copy(), data.qvel.copy(), data.ctrl.copy(), data.qacc.copy()
+
+
+def _assert_same_snapshot(a, b, where: str = "snapshot") -> None:
+    if isinstance(a, dict | list):
+        assert len(a) == len(b), where
+        keys = a.keys() if isinstance(a, dict) else range(len(a))
+        for key in keys:
+            _assert_same_snapshot(a[key], b[key], f"{where}[{key!r}]")
+    else:
+        assert np.array_equal(np.asarray(a), np.asarray(b)), f"{where} differs"
+
+
+def _assert_same_play(own, fast, seed: int, actions: np.ndarray) -> int:
+    """Both envs from ``reset(seed)`` through ``actions``: every output and the whole MuJoCo
+    state equal at every step; returns the steps played."""
+    first, second = own.reset(seed=seed), fast.reset(seed=seed)
+    assert np.array_equal(first[0], second[0]) and first[1] == second[1]
+    for step, action in enumerate(actions):
+        a, b = own.step(action), fast.step(action)
+        assert np.array_equal(a[0], b[0]), f"step {step}: observations differ"
+        assert a[1:] == b[1:], f"step {step}: {a[1:]} != {b[1:]}"
+        for x, y in zip(_physics(own), _physics(fast), strict=True):
+            assert np.array_equal(x, y), f"step {step}: MuJoCo state differs"
+        if a[2] or a[3]:
+            return step + 1
+    return len(actions)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["Lift", "Stack", "Door"])
+def test_trajectories_are_bit_identical_to_robosuites_own_control(task: str) -> None:
+    own, fast = _pair(task)
+    try:
+        played = sum(
+            _assert_same_play(own, fast, seed, _actions(seed, HORIZON)) for seed in (0, 1, 2)
+        )
+        assert played == 3 * HORIZON  # random commands never solve the task: whole episodes
+        # the controllers' state too (what a snapshot holds: goals, gains, cached kinematics)
+        _assert_same_snapshot(own.get_snapshot(), fast.get_snapshot())
+    finally:
+        own.close(), fast.close()
+
+
+def test_restored_snapshots_continue_identically() -> None:
+    own, fast = _pair("Lift")
+    try:
+        own.reset(seed=4)
+        for action in _actions(4, 10):
+            own.step(action)
+        middle = own.get_snapshot()
+        fast.reset(seed=4)
+        for env in (own, fast):
+            env.restore_snapshot(middle)
+        later = _actions(5, 30)
+        a = [own.step(action)[:4] for action in later]
+        b = [fast.step(action)[:4] for action in later]
+        assert all(np.array_equal(x[0], y[0]) and x[1:] == y[1:] for x, y in zip(a, b, strict=True))
+        assert all(np.array_equal(x, y) for x, y in zip(_physics(own), _physics(fast), strict=True))
+    finally:
+        own.close(), fast.close()
+
+
+def test_default_uses_it_where_covered_and_says_why_not_elsewhere() -> None:
+    from wmrl_env.envs.robosuite import RobosuiteEnv
+    from wmrl_env.envs.robosuite.fast_control import FastControl, unsupported_reason
+
+    env = RobosuiteEnv("Lift", horizon=5)
+    try:
+        assert env.fast_control and unsupported_reason(env.sim_env) is None
+    finally:
+        env.close()
+    full_physics = RobosuiteEnv("Lift", horizon=5, lite_physics=False)
+    try:
+        assert not full_physics.fast_control
+        assert unsupported_reason(full_physics.sim_env) == "lite_physics is off"
+        with pytest.raises(ValueError, match="lite_physics is off"):
+            FastControl(full_physics.sim_env)
+    finally:
+        full_physics.close()
+    with pytest.raises(ValueError, match=r"fast_control=True.*lite_physics is off"):
+        RobosuiteEnv("Lift", horizon=5, lite_physics=False, fast_control=True)
+    with pytest.raises(ValueError, match="fast_control must be"):
+        RobosuiteEnv("Lift", horizon=5, fast_control="yes")
