@@ -98,12 +98,13 @@ class AnchorShadow:
         """:meth:`scores` and the seconds spent in the world model and the policy."""
         began = time.perf_counter()
         lengths = np.array([len(a) for a in real_actions])
-        if (lengths < 1).any() or any(len(s) != len(a) for s, a in zip(real_states, real_actions, strict=True)):
+        pairs = zip(real_states, real_actions, strict=True)
+        if (lengths < 1).any() or any(len(s) != len(a) for s, a in pairs):
             raise ValueError("every anchor needs as many real states as actions, at least one")
         noise = self._noise(real_states, real_actions)
         forced = lengths // 2 if self.mode == "continued" else np.zeros_like(lengths)
         score, valid, alive = self._forced(world_model, real_states, real_actions, forced)
-        states = np.stack([s[k] for s, k in zip(real_states, forced)]).copy()
+        states = np.stack([s[k] for s, k in zip(real_states, forced, strict=True)]).copy()
         for t in range(int(forced.min()), max_steps):
             rows = np.flatnonzero(alive & (forced <= t))
             if rows.size == 0:
@@ -143,8 +144,10 @@ class AnchorShadow:
         if not forced.any():
             return score, valid, alive
         owner = np.repeat(np.arange(n), forced)
-        states = np.concatenate([s[:k] for s, k in zip(real_states, forced)])
-        actions = np.concatenate([np.asarray(a)[:k] for a, k in zip(real_actions, forced)])
+        states = np.concatenate([s[:k] for s, k in zip(real_states, forced, strict=True)])
+        actions = np.concatenate(
+            [np.asarray(a)[:k] for a, k in zip(real_actions, forced, strict=True)]
+        )
         step, _ = predict_step(world_model, states, actions)
         for i in range(n):
             own = owner == i
