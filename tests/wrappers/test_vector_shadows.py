@@ -99,8 +99,9 @@ def test_with_an_exact_model_every_shadow_is_the_real_episode(shadow):
     termination included, although the policy acts on the imagined states."""
     rng = np.random.default_rng(0)
 
-    def noisy(observations):
-        return pull_in(observations) + rng.normal(0, 0.5, observations.shape).astype(np.float32)
+    def noisy(observations):  # clipped to the action space, as a learner plays them
+        actions = pull_in(observations) + rng.normal(0, 0.5, observations.shape)
+        return np.clip(actions, -1, 1).astype(np.float32)
 
     kwargs = {} if shadow == "open" else {"imagination_policy": pull_in}
     envs = make_envs(PointMassModel(), shadow, **kwargs)

@@ -65,11 +65,14 @@ class AnchorShadow:
         policy: the current policy, a batch of observations -> a batch of actions.
         keep_noise: add the anchor's own sampling noise (real action minus ``policy`` at the
             real state) to the imagined actions; only for continuous (Box) actions.
+        bounds: ``(low, high)`` of a Box action space: imagined actions are clipped to it, as
+            a learner clips the actions it plays (``None``: not clipped).
     """
 
     mode: str
     policy: Callable[[np.ndarray], Any]
     keep_noise: bool
+    bounds: tuple[Any, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in SHADOWS[1:]:
@@ -113,6 +116,8 @@ class AnchorShadow:
             for j, i in enumerate(rows):
                 if noise is not None and t < lengths[i]:
                     actions[j] += noise[i][t]
+            if self.bounds is not None:
+                actions = np.clip(actions, *self.bounds)
             step, _ = predict_step(world_model, states[rows], actions)
             score[rows[step.valid]] += step.rewards[step.valid]
             states[rows[step.valid]] = step.next_observations[step.valid]

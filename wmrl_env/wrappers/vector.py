@@ -112,7 +112,8 @@ class WorldModelVectorEnv(VectorEnv):
             actions were chosen on the real states, so the score sees the real episode.
             ``"closed"``: ``imagination_policy`` plays the model from the group start, as
             for a world-model member (with Box actions, the anchor's own sampling noise
-            kept): the pairing the fusion's debiasing and PPI assume. ``"continued"``: the
+            kept, imagined actions clipped to the space): the pairing the fusion's debiasing
+            and PPI assume. ``"continued"``: the
             real episode's first half, then imagined from the real state there (a
             diagnostic).
 
@@ -341,8 +342,11 @@ class WorldModelVectorEnv(VectorEnv):
         """The anchors' shadow of a multi-step round (``None``: open, stepped by the round)."""
         if self.shadow == "open":
             return None
-        keep_noise = isinstance(self.single_action_space, gym.spaces.Box)
-        return AnchorShadow(self.shadow, self.imagination_policy, keep_noise)
+        space = self.single_action_space
+        if not isinstance(space, gym.spaces.Box):
+            return AnchorShadow(self.shadow, self.imagination_policy, keep_noise=False)
+        bounds = (space.low, space.high)
+        return AnchorShadow(self.shadow, self.imagination_policy, keep_noise=True, bounds=bounds)
 
     def _draw_anchors(self, starts: GroupStarts) -> np.ndarray | None:
         """The round's anchors per env; ``None`` for an outcome task's uncertainty-driven
