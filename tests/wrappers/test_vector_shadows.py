@@ -137,3 +137,6 @@ def test_bad_shadows_are_refused():
         )
     with pytest.raises(ValueError, match="mode must be one of"):
         AnchorShadow("open", pull_in, keep_noise=True)
+    shadow = AnchorShadow("closed", pull_in, keep_noise=True)
+    with pytest.raises(ValueError, match="as many real states as actions"):
+        shadow.scores(PointMassModel(), [np.zeros((2, 1))], [np.zeros((1, 1))], max_steps=3)

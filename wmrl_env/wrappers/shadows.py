@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,17 +88,6 @@ class AnchorShadow:
         per anchor, the ``L`` states its actions were chosen on (``[0]`` the group start) and
         the ``L`` actions (``L >= 1``). The imagined part lasts until a predicted termination,
         an invalid prediction or ``max_steps`` steps in all."""
-        return self.scores_timed(world_model, real_states, real_actions, max_steps)[:2]
-
-    def scores_timed(
-        self,
-        world_model: DynamicsWorldModel,
-        real_states: Sequence[np.ndarray],
-        real_actions: Sequence[np.ndarray],
-        max_steps: int,
-    ) -> tuple[np.ndarray, np.ndarray, float]:
-        """:meth:`scores` and the seconds spent in the world model and the policy."""
-        began = time.perf_counter()
         lengths = np.array([len(a) for a in real_actions])
         pairs = zip(real_states, real_actions, strict=True)
         if (lengths < 1).any() or any(len(s) != len(a) for s, a in pairs):
@@ -123,7 +111,7 @@ class AnchorShadow:
             states[rows[step.valid]] = step.next_observations[step.valid]
             valid[rows[~step.valid]] = False
             alive[rows[~step.valid | step.terminations]] = False
-        return score, valid, time.perf_counter() - began
+        return score, valid
 
     def _noise(
         self, real_states: Sequence[np.ndarray], real_actions: Sequence[np.ndarray]
