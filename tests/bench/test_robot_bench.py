@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, RobotBenchConfig
+from wmrl_env.bench.robotics.predictor_check import predictor_check
 from wmrl_env.cli import bench as bench_cli
 
 ITERATIONS, GROUPS, SIZE = 2, 2, 2
@@ -108,6 +109,14 @@ def test_the_predictor_is_checked_on_every_round_of_real_episodes(bench):
         assert row["round"]["episodes"] == real_episodes[row["arm"]]
         assert row["pooled"]["episodes"] == row["step"] * real_episodes[row["arm"]]
         assert 0.0 <= row["round"]["brier"] <= 1.0
+        assert row["shadow"] == "closed"  # the bench's default
+        # the round's episodes are recorded: its check can be recomputed from them
+        episodes = row["round_episodes"]
+        again = predictor_check(
+            np.array(episodes["wm_score"]), np.array(episodes["success"]), episodes["group"]
+        )
+        assert again.to_dict() == pytest.approx(row["round"], nan_ok=True)
+        assert set(episodes["group"]) <= set(range(GROUPS))
     scores = {(r.arm, s.step): s.true_score for r in result.runs for s in r.steps}
     for row in rows("evaluations.jsonl"):  # per-start outcomes agree with the success rate
         assert len(row["outcomes"]) == 2
@@ -250,6 +259,35 @@ def test_report_only_summarises_the_runs_in_a_folder(tmp_path, capsys):
     assert bench_cli.run(args) == 2
 
 
+def test_report_only_reads_predictor_rows_from_before_the_shadow_option(tmp_path):
+    """Rows written before ``shadow`` and the within-group AUC existed are the open shadow's,
+    with no within-group figure: the report still reads them."""
+    from wmrl_env.bench.records import RunRecord, StepRecord
+    from wmrl_env.bench.robotics import write_report
+
+    run = RunRecord("real", 0, [StepRecord(0, true_score=0.4), StepRecord(1, true_score=0.5)])
+    (tmp_path / "runs.jsonl").write_text(json.dumps(run.to_dict()) + "\n")
+    check = {"episodes": 4, "successes": 2, "auc": 0.75, "brier": 0.2,
+             "mean_prediction": 0.5, "success_rate": 0.5}  # fmt: skip
+    old = {"arm": "real", "seed": 0, "step": 1, "round": check, "pooled": check}
+    (tmp_path / "predictor.jsonl").write_text(json.dumps(old) + "\n")
+    write_report(tmp_path)
+    (row,) = json.loads((tmp_path / "results.json").read_text())["predictor"]
+    assert (row["shadow"], row["auc"]) == ("open", 0.75)
+    assert math.isnan(row["within_group_auc"])
+    assert "| real | open | 1 |" in (tmp_path / "results.md").read_text()
+
+
+def test_the_shadow_is_an_option_with_a_clear_error():
+    assert RobotBenchConfig.quick().shadow == "closed"
+    config = bench_cli.robot_config_from_args(_args("--domain", "robosuite", "--shadow", "open"))
+    assert config.shadow == "open"
+    with pytest.raises(ValueError, match="shadow must be one of"):
+        RobotBenchConfig.quick(shadow="teacher")
+    with pytest.raises(ValueError, match="--shadow"):
+        bench_cli.config_from_args(_args("--shadow", "open"))
+
+
 def test_fusion_options_refuse_what_the_bench_sets_itself():
     config = RobotBenchConfig.quick(fusion_options={"wm_gate": "off", "gate_decay": 0.9})
     assert config.fusion_options == {"wm_gate": "off", "gate_decay": 0.9}
@@ -342,6 +380,18 @@ def test_uncertainty_anchors_reach_the_bench_fusion(spied):
         pi = info["inclusion_probability"][info["is_anchor"]]
         assert pi.size == SIZE and np.all((pi > 0) & (pi <= 1))
         assert not np.allclose(pi, uniform)  # the ensemble's groups differ in uncertainty
+
+
+@pytest.mark.robosuite
+def test_the_bench_shadows_its_episodes_closed_with_the_policy(spied):
+    """The closed shadow is the bench's default: the mean-chunk policy plays each real
+    episode's shadow, and every real episode has a valid world-model score."""
+    _, _, made = spied
+    (envs,) = made
+    assert envs.shadow == "closed" and callable(envs.imagination_policy)
+    for info in envs.final_infos:
+        real = np.isfinite(info["real_score"])
+        assert np.isfinite(info["wm_score"][real]).all()
 
 
 @pytest.mark.robosuite

@@ -17,6 +17,7 @@ from wmrl_env.bench.pertask_config import (
 )
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, SUCCESS_PREDICTORS, RobotBenchConfig
 from wmrl_env.bench.tabular import OPTIMIZERS
+from wmrl_env.wrappers.shadows import SHADOWS
 
 # flag -> (type, help); unset flags keep the preset's value
 OVERRIDES: dict[str, tuple[type, str]] = {
@@ -144,6 +145,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="robosuite: a classifier on the imagined state, or the ensemble's termination head",
     )
     parser.add_argument(
+        "--shadow",
+        choices=SHADOWS,
+        help="robosuite: how each real episode's world-model score is computed: closed (the "
+        "default: the policy plays the model from the start with the episode's own noise, as "
+        "imagined episodes are scored), open (the model replays the real chunks: optimistic) "
+        "or continued (half the real episode, then imagined: a diagnostic)",
+    )
+    parser.add_argument(
         "--heldout-score",
         choices=("greedy", "expected"),
         default=BenchConfig.heldout_score,
@@ -176,7 +185,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening")
-ROBOT_ONLY = (*ROBOT_OVERRIDES, "success_predictor", "fusion_option")
+ROBOT_ONLY = (*ROBOT_OVERRIDES, "success_predictor", "shadow", "fusion_option")
 
 
 def parse_fusion_options(items: list[str] | None) -> dict[str, Any]:
@@ -247,7 +256,7 @@ def robot_config_from_args(args: argparse.Namespace) -> RobotBenchConfig:
     if ml_only:
         flags = ", ".join("--" + n.replace("_", "-") for n in ml_only)
         raise ValueError(f"{flags} apply to the ML domain only")
-    names = (*SHARED, *ROBOT_OVERRIDES, "success_predictor")
+    names = (*SHARED, *ROBOT_OVERRIDES, "success_predictor", "shadow")
     overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     if args.world_model not in ("default", "random"):
         raise ValueError("--world-model for robosuite is 'default' or 'random'")

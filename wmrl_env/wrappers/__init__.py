@@ -7,10 +7,13 @@
 from wmrl_env.wrappers.imagined_priorities import imagined_priorities
 from wmrl_env.wrappers.info import batch_diagnostics
 from wmrl_env.wrappers.rounds import InfrastructureFailureError
+from wmrl_env.wrappers.shadows import SHADOWS, AnchorShadow
 from wmrl_env.wrappers.single import WorldModelWrapper
 from wmrl_env.wrappers.vector import WorldModelVectorEnv
 
 __all__ = [
+    "SHADOWS",
+    "AnchorShadow",
     "InfrastructureFailureError",
     "WorldModelVectorEnv",
     "WorldModelWrapper",

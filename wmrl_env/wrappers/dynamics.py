@@ -3,9 +3,11 @@
 World-model groups live in the model: their observations, rewards and terminations are
 imagined. Anchor groups step the real env (one job per step, in a persistent slot, so real
 episodes run concurrently across members), and their world-model score comes from the model
-*shadowing* them: each step the same batched ``predict_step`` call that moves the world-model
-groups also moves a model copy of every anchor member from the same start with the same
-actions, so an anchor's world-model score and real score describe the same trajectory.
+*shadowing* them (:mod:`~wmrl_env.wrappers.shadows`). The ``"open"`` shadow: each step the
+same batched ``predict_step`` call that moves the world-model groups also moves a model copy of
+every anchor member from the same start with the same actions. The ``"closed"`` and
+``"continued"`` shadows are imagined when the round's episodes have ended, from the anchors'
+recorded real states and actions (:class:`~wmrl_env.wrappers.shadows.AnchorShadow`).
 
 Returned rewards: every step returns 0, except the step where the round's last episode ends,
 which returns every member's fused trajectory reward (``info["step_reward"]`` has the raw
@@ -29,6 +31,7 @@ from wmrl_env.env_executors.gym_env import EnvJob
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
+from wmrl_env.wrappers.shadows import AnchorShadow
 from wmrl_env.wrappers.starts import check_same_starts
 from wmrl_env.wrappers.world_model_calls import predict_step
 
@@ -36,10 +39,20 @@ __all__ = ["DynamicsRound"]
 
 
 class DynamicsRound(Round):
-    """A multi-step round; see the module docstring for what each step returns."""
+    """A multi-step round; see the module docstring for what each step returns.
 
-    def __init__(self, setup: RoundSetup, max_episode_steps: int, observation_dtype: Any) -> None:
+    ``shadow``: how anchors get their world-model score, ``None`` for the open shadow.
+    """
+
+    def __init__(
+        self,
+        setup: RoundSetup,
+        max_episode_steps: int,
+        observation_dtype: Any,
+        shadow: AnchorShadow | None = None,
+    ) -> None:
         super().__init__(setup)
+        self.shadow = shadow
         n = setup.layout.num_envs
         start = np.stack([np.asarray(o) for o in setup.layout.expand(setup.starts.observations)])
         self.max_episode_steps = max_episode_steps
@@ -52,6 +65,7 @@ class DynamicsRound(Round):
         self.truncated = np.zeros(n, dtype=bool)
         self.steps = np.zeros(n, dtype=np.int64)
         self.actions: list[list[Any]] = [[] for _ in range(n)]
+        self.real_states: list[list[np.ndarray]] = [[] for _ in range(n)]  # shadows imagine
         # executor slots numbered per round: the real envs kept alive are bounded by the
         # anchors of one round, not by every env that was ever an anchor
         self.slot_of = {int(i): k for k, i in enumerate(np.flatnonzero(setup.anchors))}
@@ -63,6 +77,9 @@ class DynamicsRound(Round):
         batch = np.stack([np.asarray(a) for a in actions])
         for i in np.flatnonzero(active):
             self.actions[i].append(actions[i])
+        if self.shadow is not None:
+            for i in np.flatnonzero(active & setup.anchors):
+                self.real_states[i].append(self.observations[i].copy())
 
         submitted_at = time.perf_counter()
         real = np.flatnonzero(setup.anchors & active)
@@ -86,6 +103,7 @@ class DynamicsRound(Round):
         rewards, replays = np.zeros(n), []
         round_done = bool((self.terminated | self.truncated).all())
         if round_done:
+            wm_seconds += self._imagine_shadows()
             rewards, replays = self._finish(info)
         add_batch(
             info,
@@ -115,8 +133,9 @@ class DynamicsRound(Round):
     def _model_step(
         self, active: np.ndarray, actions: np.ndarray, step_reward: np.ndarray
     ) -> float:
-        """Move world-model members and anchor shadows one step in one batched call."""
-        rows = np.flatnonzero(active & self.model_active)
+        """Move world-model members and open anchor shadows one step in one batched call."""
+        moved = active & self.model_active
+        rows = np.flatnonzero(moved if self.shadow is None else moved & ~self.setup.anchors)
         if rows.size == 0:
             return 0.0
         prediction, seconds = predict_step(
@@ -155,6 +174,21 @@ class DynamicsRound(Round):
             step_reward[i] = sum(meta["rewards"])
             self.terminated[i] = meta["terminated"]
             self.truncated[i] = meta["truncated"]
+
+    def _imagine_shadows(self) -> float:
+        """Score the anchors by their closed or continued shadows; returns the seconds."""
+        anchors = np.flatnonzero(self.setup.anchors)
+        played = [i for i in anchors if self.real_states[i]]
+        if self.shadow is None or not played:
+            return 0.0
+        states = [np.stack(self.real_states[i]) for i in played]
+        actions = [np.stack([np.asarray(a) for a in self.actions[i]]) for i in played]
+        began = time.perf_counter()
+        scores, valid = self.shadow.scores(
+            self.setup.world_model, states, actions, self.max_episode_steps
+        )
+        self.wm_return[played], self.wm_valid[played] = scores, valid
+        return time.perf_counter() - began
 
     def _finish(self, info: dict[str, Any]) -> tuple[np.ndarray, list[ExecResult]]:
         """Replay groups with invalid predictions for real, then fuse the round."""

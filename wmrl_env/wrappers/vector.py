@@ -29,6 +29,7 @@ from wmrl_env.wrappers.imagined_priorities import imagined_priorities
 from wmrl_env.wrappers.info import add_per_env
 from wmrl_env.wrappers.outcome import OutcomeRound
 from wmrl_env.wrappers.rounds import AnchorSelection, InfrastructureHealth, Round, RoundSetup
+from wmrl_env.wrappers.shadows import SHADOWS, AnchorShadow
 from wmrl_env.wrappers.starts import GroupStarts, reset_groups
 from wmrl_env.wrappers.world_model_calls import task_kind
 
@@ -101,9 +102,20 @@ class WorldModelVectorEnv(VectorEnv):
             fails without running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse` for
             program text): it scores ``failure_score`` unexecuted, its group is not forced to
             execute, and it is no evidence for the fusion (``known_scores``).
-        imagination_policy: multi-step tasks with ``anchor_priority="uncertainty"``: the
-            current policy as ``f(observations) -> actions`` (a batch each; e.g. its mean
-            action, which leaves its sampling noise alone), read at every ``reset``.
+        imagination_policy: multi-step tasks with ``anchor_priority="uncertainty"`` or a
+            ``"closed"`` or ``"continued"`` shadow: the current policy as
+            ``f(observations) -> actions`` (a batch each; e.g. its mean action, which leaves
+            its sampling noise alone), read at every ``reset`` and at the end of every round.
+        shadow: multi-step tasks: how an anchor member's world-model score is computed
+            (:mod:`~wmrl_env.wrappers.shadows`). ``"open"`` (default): the model replays the
+            anchor's real actions from the group start while its real episode lasts; those
+            actions were chosen on the real states, so the score sees the real episode.
+            ``"closed"``: ``imagination_policy`` plays the model from the group start, as
+            for a world-model member (with Box actions, the anchor's own sampling noise
+            kept, imagined actions clipped to the space): the pairing the fusion's debiasing
+            and PPI assume. ``"continued"``: the
+            real episode's first half, then imagined from the real state there (a
+            diagnostic).
 
     Example:
         >>> import gymnasium as gym
@@ -153,6 +165,7 @@ class WorldModelVectorEnv(VectorEnv):
         screening: str = "pps",
         known_failure: Callable[[Any], bool] | None = None,
         imagination_policy: Callable[[np.ndarray], Any] | None = None,
+        shadow: str = "open",
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
@@ -165,6 +178,13 @@ class WorldModelVectorEnv(VectorEnv):
         self.num_envs = self.layout.num_envs
         self.world_model = world_model
         self.kind = task_kind(world_model, task)
+        if shadow not in SHADOWS:
+            raise ValueError(f"shadow must be one of {SHADOWS}, got {shadow!r}")
+        if shadow != "open" and self.kind != "dynamics":
+            raise ValueError(
+                f"shadow={shadow!r} needs a multi-step task: an outcome task's world model "
+                "scores the anchor's own action, there is no episode to shadow"
+            )
         needs_policy = anchor_priority == "uncertainty" and self.kind == "dynamics"
         if needs_policy and not callable(imagination_policy):
             raise ValueError(
@@ -172,12 +192,18 @@ class WorldModelVectorEnv(VectorEnv):
                 "(observations -> actions): its anchors play from the first step, so their "
                 "priorities come from an imagined rollout of the policy from each group's start"
             )
-        if imagination_policy is not None and not needs_policy:
+        if shadow != "open" and not callable(imagination_policy):
+            raise ValueError(
+                f"shadow={shadow!r} needs imagination_policy (observations -> actions): the "
+                "policy plays the anchors' shadows in the world model"
+            )
+        if imagination_policy is not None and not (needs_policy or shadow != "open"):
             raise ValueError(
                 "imagination_policy is read only by multi-step tasks with "
-                "anchor_priority='uncertainty'"
+                "anchor_priority='uncertainty' or a 'closed' or 'continued' shadow"
             )
         self.imagination_policy = imagination_policy
+        self.shadow = shadow
         if anchor_priority == "ucb" and self.kind != "outcome":
             raise ValueError(
                 "anchor_priority='ucb' needs an outcome task: multi-step tasks run their "
@@ -301,7 +327,7 @@ class WorldModelVectorEnv(VectorEnv):
             self._round = OutcomeRound(setup, self.update_world_model)
         else:
             dtype = self.single_observation_space.dtype
-            self._round = DynamicsRound(setup, self.max_episode_steps, dtype)
+            self._round = DynamicsRound(setup, self.max_episode_steps, dtype, self._shadow())
         info: dict[str, Any] = {}
         is_anchor = np.zeros(self.num_envs, dtype=bool) if anchors is None else anchors.copy()
         add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=is_anchor)
@@ -311,6 +337,16 @@ class WorldModelVectorEnv(VectorEnv):
             for i in range(group * self.group_size, (group + 1) * self.group_size):
                 info["env_info"] = self._add_info(info.get("env_info", {}), group_info, i)
         return self._batch(self.layout.expand(starts.observations)), info
+
+    def _shadow(self) -> AnchorShadow | None:
+        """The anchors' shadow of a multi-step round (``None``: open, stepped by the round)."""
+        if self.shadow == "open":
+            return None
+        space = self.single_action_space
+        if not isinstance(space, gym.spaces.Box):
+            return AnchorShadow(self.shadow, self.imagination_policy, keep_noise=False)
+        bounds = (space.low, space.high)
+        return AnchorShadow(self.shadow, self.imagination_policy, keep_noise=True, bounds=bounds)
 
     def _draw_anchors(self, starts: GroupStarts) -> np.ndarray | None:
         """The round's anchors per env; ``None`` for an outcome task's uncertainty-driven

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.wrappers.shadows import SHADOWS
 
 ROBOT_ARMS: tuple[str, ...] = ("real", ANCHORS_ARM, "wm", "wmrl", "ppi")
 BENCH_FUSION_ARGUMENTS = frozenset({"method", "anchor_fraction", "seed"})
@@ -94,6 +95,14 @@ class RobotBenchConfig:
     uncertainty on an imagined rollout of the current (mean-chunk) policy from each group's
     start, with exact inclusion probabilities (``WorldModelVectorEnv(anchor_priority=
     "uncertainty")``); default: uniform draws"""
+    shadow: Literal["closed", "open", "continued"] = "closed"
+    """how each real episode's world-model score is computed
+    (``WorldModelVectorEnv(shadow=...)``): ``"closed"`` (default) the mean-chunk policy plays
+    the model from the group start with the episode's own sampling noise, as the world-model
+    members are scored: the pairing the fusion's debiasing and PPI assume; ``"open"`` the
+    model replays the episode's real chunks (the bench before this option: optimistic, the
+    chunks were chosen on the real states); ``"continued"`` the episode's first half from the
+    real states, then imagined (a diagnostic)"""
     bounded_envs: bool = True
     """keep at most ``workers`` real envs alive per arm (a slot's episode is parked in a
     snapshot while another plays: bit-identical results); ``False``: one env per real member
@@ -114,6 +123,7 @@ class RobotBenchConfig:
         for name, allowed in (
             ("world_model", WORLD_MODELS),
             ("success_predictor", SUCCESS_PREDICTORS),
+            ("shadow", SHADOWS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")

@@ -119,28 +119,34 @@ def markdown(summary: RobotSummary) -> str:
 
 
 def summarise_predictor(rows: Sequence[dict]) -> list[dict]:
-    """Per arm and round, over seeds: real episodes, mean ROC AUC of the world model's score
-    on the round's real episodes and on all so far (seeds where both outcomes occurred),
-    mean Brier score, mean prediction and success rate of the round (``predictor.jsonl``)."""
-    grouped: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    """Per arm, shadow and round, over seeds: real episodes, mean ROC AUC of the world model's
+    score on the round's real episodes and on all so far, the same within groups only (seeds
+    where both outcomes occurred; rows written before the within-group AUC have none), mean
+    Brier score, mean prediction and success rate of the round (``predictor.jsonl``; rows
+    without a shadow are the open shadow, the only one before it was an option)."""
+    grouped: dict[tuple[str, str, int], list[dict]] = defaultdict(list)
     for row in rows:
         if row.get("round"):
-            grouped[(row["arm"], row["step"])].append(row)
+            grouped[(row["arm"], row.get("shadow", "open"), row["step"])].append(row)
     out = []
-    for (arm, step), group in sorted(grouped.items()):
+    for (arm, shadow, step), group in sorted(grouped.items()):
 
         def mean(part: str, name: str, group: list[dict] = group) -> float:
-            values = [r[part][name] for r in group if r[part] and np.isfinite(r[part][name])]
+            values = [r[part].get(name, np.nan) for r in group if r[part]]
+            values = [v for v in values if np.isfinite(v)]
             return float(np.mean(values)) if values else float("nan")
 
         out.append(
             {
                 "arm": arm,
+                "shadow": shadow,
                 "step": step,
                 "seeds": len(group),
                 "episodes": int(sum(r["round"]["episodes"] for r in group)),
                 "auc": mean("round", "auc"),
                 "pooled_auc": mean("pooled", "auc"),
+                "within_group_auc": mean("round", "within_group_auc"),
+                "pooled_within_group_auc": mean("pooled", "within_group_auc"),
                 "brier": mean("round", "brier"),
                 "mean_prediction": mean("round", "mean_prediction"),
                 "success_rate": mean("round", "success_rate"),
@@ -153,16 +159,20 @@ def predictor_markdown(summary: Sequence[dict]) -> str:
     """The table of :func:`summarise_predictor`."""
     lines = [
         "World model's score against real success on the policy's own real episodes, per round "
-        "(mean over seeds; AUC NaN where a round had one outcome):",
+        "(mean over seeds; AUC NaN where a round had one outcome; within-group: only pairs of "
+        "episodes from the same start):",
         "",
-        "| arm | round | seeds | real episodes | ROC AUC (round) | ROC AUC (rounds so far) "
+        "| arm | shadow | round | seeds | real episodes | ROC AUC (round) "
+        "| ROC AUC (rounds so far) | within-group AUC (round) | within-group (rounds so far) "
         "| Brier | mean prediction | real success |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary:
         lines.append(
-            f"| {row['arm']} | {row['step']} | {row['seeds']} | {row['episodes']} "
-            f"| {row['auc']:.3f} | {row['pooled_auc']:.3f} | {row['brier']:.3f} "
+            f"| {row['arm']} | {row['shadow']} | {row['step']} | {row['seeds']} "
+            f"| {row['episodes']} | {row['auc']:.3f} | {row['pooled_auc']:.3f} "
+            f"| {row.get('within_group_auc', np.nan):.3f} "
+            f"| {row.get('pooled_within_group_auc', np.nan):.3f} | {row['brier']:.3f} "
             f"| {row['mean_prediction']:.3f} | {row['success_rate']:.3f} |"
         )
     return "\n".join(lines)

@@ -8,12 +8,13 @@ round the fused arms refit their world model on the anchors' real transitions
 (:func:`~wmrl_env.grpo.transitions.anchor_transitions`). Every ``eval_every`` rounds the
 policy's mean chunks are scored on the fixed held-out starts (not charged).
 
-Every arm's world model (the seed's pretrained one, copied) shadows the arm's real episodes,
-so each round also checks the success predictor on the current policy's own episodes
-(:mod:`.predictor_check`). The real envs live in a pool of ``workers`` envs (a group start or
-a parked episode is restored bit for bit from its snapshot), borrowed from the seed's
-:class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite envs for all its arms, not
-one per real member or per arm.
+Every arm's world model (the seed's pretrained one, copied) shadows the arm's real episodes
+(``config.shadow``: by default closed, the mean-chunk policy playing the model from the start
+with each episode's own sampling noise), so each round also checks the success predictor on
+the current policy's own episodes (:mod:`.predictor_check`). The real envs live in a pool of
+``workers`` envs (a group start or a parked episode is restored bit for bit from its snapshot),
+borrowed from the seed's :class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite
+envs for all its arms, not one per real member or per arm.
 
 Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
 episode's last chunk counted whole), ``real_exec_seconds`` = the simulator's seconds of those
@@ -38,7 +39,7 @@ from wmrl_env.bench.robotics.start import SeedStart, base_policy
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
 
-__all__ = ["anchor_draw", "real_chunks", "run_one"]
+__all__ = ["imagination", "real_chunks", "run_one"]
 
 FUSED = ("wmrl", "ppi")
 
@@ -102,21 +103,22 @@ def run_one(
         executor=executor,
         task="dynamics",
         max_episode_steps=start.episode_chunks,
-        **anchor_draw(config, arm, policy),
+        **imagination(config, arm, policy),
     )
     record = RunRecord(arm=arm, seed=seed)
     record.steps.append(StepRecord(step=0, true_score=start_success))
     totals = {"seconds": 0.0, "wm": 0.0, "episodes": 0, "steps": 0}
     round_real = {"chunks": 0}
-    pairs: dict[str, list[np.ndarray]] = {"scores": [], "successes": []}
+    pairs: dict[str, list[np.ndarray]] = {"scores": [], "successes": [], "groups": []}
     eval_steps_before = evaluator.steps
     began = time.perf_counter()
 
     def on_round(rollout: Any) -> None:
         round_real["chunks"] = real_chunks(rollout)
-        scores, successes = round_pairs(rollout.final_info)
+        scores, successes, groups = round_pairs(rollout.final_info)
         pairs["scores"].append(scores)
         pairs["successes"].append(successes)
+        pairs["groups"].append(groups)
         if method in FUSED:
             world_model.refit(anchor_transitions(rollout))
 
@@ -146,7 +148,7 @@ def run_one(
             detail("evaluations", {"arm": arm, "seed": seed, "step": step,
                                    "outcomes": evaluator.outcomes})  # fmt: skip
         if pairs["scores"] and pairs["scores"][-1].size and config.world_model != "random":
-            detail("predictor", _predictor_row(arm, seed, step, pairs))
+            detail("predictor", _predictor_row(arm, seed, step, config.shadow, pairs))
         if on_step is not None:
             on_step(record.steps[-1])
 
@@ -158,29 +160,44 @@ def run_one(
     return record
 
 
-def anchor_draw(config: RobotBenchConfig, arm: str, policy: Any) -> dict[str, Any]:
-    """The vector env's anchor-draw arguments: with ``uncertainty_anchors``, the fused arms
-    draw by the world model's uncertainty on the policy's imagined mean-chunk episodes (the
-    mean leaves the policy's sampling noise, and so its training, alone); the other arms
+def imagination(config: RobotBenchConfig, arm: str, policy: Any) -> dict[str, Any]:
+    """The vector env's arguments that imagine with the current (mean-chunk) policy: the
+    anchors' ``shadow`` (closed and continued ones are played by the policy; the mean plus
+    each episode's own noise is the sampled chunk again) and, with ``uncertainty_anchors``,
+    the fused arms' draw by the world model's uncertainty on the policy's imagined episodes
+    (the mean leaves the policy's sampling noise, and so its training, alone); the other arms
     anchor every group or none, which no priority changes."""
-    if not (config.uncertainty_anchors and arm in FUSED):
-        return {}
+    arguments: dict[str, Any] = {"shadow": config.shadow}
+    if config.uncertainty_anchors and arm in FUSED:
+        arguments["anchor_priority"] = "uncertainty"
+    if config.shadow == "open" and "anchor_priority" not in arguments:
+        return arguments
     instructions = [getattr(policy, "instruction", "")]
 
     def mean_chunks(observations: np.ndarray) -> np.ndarray:
         chunks = policy(np.asarray(observations, np.float32), instructions * len(observations))
         return np.clip(chunks, -1.0, 1.0)
 
-    return {"anchor_priority": "uncertainty", "imagination_policy": mean_chunks}
+    return {**arguments, "imagination_policy": mean_chunks}
 
 
 def _predictor_row(
-    arm: str, seed: int, step: int, pairs: dict[str, list[np.ndarray]]
+    arm: str, seed: int, step: int, shadow: str, pairs: dict[str, list[np.ndarray]]
 ) -> dict[str, Any]:
-    """The on-policy predictor check of round ``step`` and of every round so far."""
-    row: dict[str, Any] = {"arm": arm, "seed": seed, "step": step}
-    latest = (pairs["scores"][-1], pairs["successes"][-1])
-    pooled = (np.concatenate(pairs["scores"]), np.concatenate(pairs["successes"]))
-    for name, (scores, successes) in (("round", latest), ("pooled", pooled)):
-        row[name] = predictor_check(scores, successes).to_dict() if scores.size else None
+    """The on-policy predictor check of round ``step`` and of every round so far, with the
+    round's episodes (group, world-model score, real success) to recompute it from."""
+    row: dict[str, Any] = {"arm": arm, "seed": seed, "step": step, "shadow": shadow}
+    # group ids are per round: number them apart across rounds for the pooled check
+    offsets = np.cumsum([0] + [g.max() + 1 if g.size else 0 for g in pairs["groups"][:-1]])
+    groups = [g + offset for g, offset in zip(pairs["groups"], offsets, strict=True)]
+    latest = (pairs["scores"][-1], pairs["successes"][-1], pairs["groups"][-1])
+    pooled = (np.concatenate(pairs["scores"]), np.concatenate(pairs["successes"]),
+              np.concatenate(groups))  # fmt: skip
+    for name, (scores, successes, ids) in (("round", latest), ("pooled", pooled)):
+        row[name] = predictor_check(scores, successes, ids).to_dict() if scores.size else None
+    row["round_episodes"] = {
+        "group": latest[2].tolist(),
+        "wm_score": latest[0].tolist(),
+        "success": latest[1].tolist(),
+    }
     return row

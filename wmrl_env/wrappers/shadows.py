@@ -1,0 +1,152 @@
+"""How an anchor member of a multi-step round gets its world-model score (its *shadow*).
+
+The fusion pairs each anchor's world-model score with its real score (the debiasing's
+calibration pairs, PPI's correction) and reads the pair as what it would have been for a
+world-model member. A world-model member's score is a *closed* imagined episode: the policy
+acts on the model's own states from the group start. Three shadows of an anchor:
+
+* ``"open"``: the model replays the anchor's real actions from the group start, step by step
+  while the real episode lasts. Those actions were chosen on the real states, so the score
+  sees the real episode through them (and through its length): not the world-model members'
+  kind of score, and an optimistic test of the success predictor.
+* ``"closed"``: the policy plays the model from the group start, like a world-model member.
+  With a Box action space the anchor's own sampling noise is kept (step ``t``'s action is
+  ``policy(imagined state) + real action - policy(real state)`` while the real episode
+  lasted, ``policy(imagined state)`` after): the imagined episode the same noise would have
+  played, so the pair is (a world-model member's score, its real outcome).
+* ``"continued"``: the first ``L // 2`` steps of a real episode of ``L`` steps are scored from
+  the real states (one-step predictions with the real actions), then the policy plays the model
+  closed from the real state there (noise kept as in ``"closed"``). A diagnostic: it sees half
+  of the real episode.
+
+Example:
+    >>> import numpy as np
+    >>> from wmrl_env.world_models.base import StepPrediction
+    >>> class Walk:  # moves by 0.9 x the action; reward 1 and the end where x >= 2
+    ...     def predict_step(self, obs, actions):
+    ...         nxt = obs + 0.9 * actions
+    ...         done = nxt[:, 0] >= 2
+    ...         return StepPrediction(nxt, done.astype(float), done)
+    >>> real_states = [np.array([[0.0], [1.2]])]  # the real episode: 0 -> 1.2 -> ...
+    >>> real_actions = [np.array([[1.0], [1.0]])]  # chosen as 0.5 + noise 0.5
+    >>> policy = lambda obs: np.full_like(obs, 0.5)  # the policy's action without noise
+    >>> def score(mode, keep_noise=True):
+    ...     shadow = AnchorShadow(mode, policy, keep_noise)
+    ...     return shadow.scores(Walk(), real_states, real_actions, max_steps=2)[0]
+    >>> score("closed"), score("continued")  # 0 -> 0.9 -> 1.8; 1.2 (real) -> 2.1
+    (array([0.]), array([1.]))
+    >>> score("closed", keep_noise=False)  # 0 -> 0.45 -> 0.9
+    array([0.])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.world_models.base import DynamicsWorldModel
+from wmrl_env.wrappers.world_model_calls import predict_step
+
+__all__ = ["SHADOWS", "AnchorShadow"]
+
+SHADOWS = ("open", "closed", "continued")
+
+
+@dataclass(frozen=True)
+class AnchorShadow:
+    """A ``"closed"`` or ``"continued"`` shadow (``"open"`` needs none: the round steps it).
+
+    Args:
+        mode: ``"closed"`` or ``"continued"`` (see the module docstring).
+        policy: the current policy, a batch of observations -> a batch of actions.
+        keep_noise: add the anchor's own sampling noise (real action minus ``policy`` at the
+            real state) to the imagined actions; only for continuous (Box) actions.
+        bounds: ``(low, high)`` of a Box action space: imagined actions are clipped to it, as
+            a learner clips the actions it plays (``None``: not clipped).
+    """
+
+    mode: str
+    policy: Callable[[np.ndarray], Any]
+    keep_noise: bool
+    bounds: tuple[Any, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in SHADOWS[1:]:
+            raise ValueError(f"AnchorShadow mode must be one of {SHADOWS[1:]}, got {self.mode!r}")
+
+    def scores(
+        self,
+        world_model: DynamicsWorldModel,
+        real_states: Sequence[np.ndarray],
+        real_actions: Sequence[np.ndarray],
+        max_steps: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """World-model scores and validity of the anchors whose real episodes are given:
+        per anchor, the ``L`` states its actions were chosen on (``[0]`` the group start) and
+        the ``L`` actions (``L >= 1``). The imagined part lasts until a predicted termination,
+        an invalid prediction or ``max_steps`` steps in all."""
+        lengths = np.array([len(a) for a in real_actions])
+        pairs = zip(real_states, real_actions, strict=True)
+        if (lengths < 1).any() or any(len(s) != len(a) for s, a in pairs):
+            raise ValueError("every anchor needs as many real states as actions, at least one")
+        noise = self._noise(real_states, real_actions)
+        forced = lengths // 2 if self.mode == "continued" else np.zeros_like(lengths)
+        score, valid, alive = self._forced(world_model, real_states, real_actions, forced)
+        states = np.stack([s[k] for s, k in zip(real_states, forced, strict=True)]).copy()
+        for t in range(int(forced.min()), max_steps):
+            rows = np.flatnonzero(alive & (forced <= t))
+            if rows.size == 0:
+                break
+            actions = np.array(self.policy(states[rows]), copy=True)
+            for j, i in enumerate(rows):
+                if noise is not None and t < lengths[i]:
+                    actions[j] += noise[i][t]
+            if self.bounds is not None:
+                actions = np.clip(actions, *self.bounds)
+            step, _ = predict_step(world_model, states[rows], actions)
+            score[rows[step.valid]] += step.rewards[step.valid]
+            states[rows[step.valid]] = step.next_observations[step.valid]
+            valid[rows[~step.valid]] = False
+            alive[rows[~step.valid | step.terminations]] = False
+        return score, valid
+
+    def _noise(
+        self, real_states: Sequence[np.ndarray], real_actions: Sequence[np.ndarray]
+    ) -> list[np.ndarray] | None:
+        """Per anchor, its real actions minus the policy's at its real states."""
+        if not self.keep_noise:
+            return None
+        means = np.asarray(self.policy(np.concatenate(list(real_states))))
+        ends = np.cumsum([len(a) for a in real_actions])[:-1]
+        return [np.asarray(a) - m for a, m in zip(real_actions, np.split(means, ends), strict=True)]
+
+    @staticmethod
+    def _forced(
+        world_model: DynamicsWorldModel,
+        real_states: Sequence[np.ndarray],
+        real_actions: Sequence[np.ndarray],
+        forced: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scores of the first ``forced`` steps, predicted from the real states (an episode
+        the model ends there stays ended), with validity and who still lives."""
+        n = len(real_states)
+        score, valid, alive = np.zeros(n), np.ones(n, bool), np.ones(n, bool)
+        if not forced.any():
+            return score, valid, alive
+        owner = np.repeat(np.arange(n), forced)
+        states = np.concatenate([s[:k] for s, k in zip(real_states, forced, strict=True)])
+        actions = np.concatenate(
+            [np.asarray(a)[:k] for a, k in zip(real_actions, forced, strict=True)]
+        )
+        step, _ = predict_step(world_model, states, actions)
+        for i in range(n):
+            own = owner == i
+            ended = np.flatnonzero(step.terminations[own] | ~step.valid[own])
+            last = ended[0] + 1 if ended.size else int(own.sum())
+            valid[i] = bool(step.valid[own][:last].all())
+            score[i] = float(step.rewards[own][:last][step.valid[own][:last]].sum())
+            alive[i] = valid[i] and not ended.size
+        return score, valid, alive
