@@ -171,8 +171,8 @@ def predictor_markdown(summary: Sequence[dict]) -> str:
         lines.append(
             f"| {row['arm']} | {row['shadow']} | {row['step']} | {row['seeds']} "
             f"| {row['episodes']} | {row['auc']:.3f} | {row['pooled_auc']:.3f} "
-            f"| {row.get('within_group_auc', np.nan):.3f} "
-            f"| {row.get('pooled_within_group_auc', np.nan):.3f} | {row['brier']:.3f} "
+            f"| {row['within_group_auc']:.3f} "
+            f"| {row['pooled_within_group_auc']:.3f} | {row['brier']:.3f} "
             f"| {row['mean_prediction']:.3f} | {row['success_rate']:.3f} |"
         )
     return "\n".join(lines)
