@@ -1,22 +1,32 @@
-"""robosuite's OSC arm and gripper control, bit for bit, with less Python per sub-step.
+"""robosuite's control step for the OSC arm and gripper, bit for bit, mostly compiled.
 
-robosuite recomputes its controllers at each of the physics sub-steps of a control step (25 at
-``control_freq=20``), and most of a step's time is the Python around the arithmetic: name
-look-ups, the action space rebuilt three times, Jacobians queried four times, the gripper's
-command rebuilt. :class:`FastControl` leaves the control step's first sub-step (where the new
-action sets the goals) to robosuite and plays the other sub-steps itself: the same MuJoCo
-queries and the same arithmetic (robosuite's own compiled ``opspace_matrices``,
-``nullspace_torques`` and ``orientation_error``), in the same order, on arrays of the same
-layout, so every float is the same; what is constant over a control step (the goal in the
-world frame, the gains, the gripper command, the actuator ranges) is worked out once. The
-controllers' attributes (pose, Jacobians, mass matrix, torques) are left as robosuite leaves
-them, so a snapshot or robosuite's next policy step sees the same state.
+robosuite plays a control step as 25 physics sub-steps (``control_freq=20``) and recomputes its
+controllers in Python at each, with name look-ups, the action space rebuilt several times and
+Jacobians queried four times; that Python was most of a step's time. :class:`FastControl`
+replaces ``env.step`` with the same step:
+
+* the policy sub-step (the new action sets the goals) runs robosuite's own ``set_goal`` and
+  gripper code; the arm's update before it and its torques after it are computed by the
+  compiled kernel (:mod:`.substep_kernel`), and the proprioceptive buffers robosuite pushes at a
+  policy step are pushed the same way;
+* the other sub-steps run in the kernel, MuJoCo's ``mj_step1``/``mj_step2`` included, with the
+  same MuJoCo queries and the same arithmetic (robosuite's own compiled ``opspace_matrices``,
+  ``nullspace_torques`` and ``orientation_error``) in the same order on arrays of the same
+  layout, so every float is the same;
+* between sub-steps, the observables' clocks are advanced by :class:`.ObservableClock` with
+  robosuite's own float operations, and an observable's update runs for real at the sub-step
+  where one samples.
+
+The controllers' attributes (pose, Jacobians, mass matrix, torques, update flags) and the
+robot's buffers are left as robosuite leaves them, so a snapshot or robosuite's next step sees
+the same state (``tests/robotics/test_fast_control.py`` compares all of it, every step).
 
 It covers one fixed-base robot with robosuite's basic composite controller, an OSC arm
 (``OSC_POSE``, the default and the one tested; ``OSC_POSITION`` runs the same sub-step) of
 fixed impedance in the base frame without interpolation, and a ``GRIP`` gripper, with lite
-physics: the default Panda of every single-arm task. :func:`unsupported_reason` says why
-another set-up is not covered (it then keeps robosuite's own path).
+physics and robosuite's numba on: the default Panda of every single-arm task. A viewer hands
+the step back to robosuite. :func:`unsupported_reason` says why another set-up is not covered
+(it then keeps robosuite's own path).
 
 Example (needs robosuite)::
 
@@ -24,7 +34,7 @@ Example (needs robosuite)::
         "Lift", has_renderer=False, has_offscreen_renderer=False, use_camera_obs=False
     )
     if unsupported_reason(env) is None:
-        FastControl(env).install()      # env.step now runs the fast sub-steps
+        FastControl(env).install()      # env.step now runs the fast step
 """
 
 from __future__ import annotations
@@ -33,19 +43,34 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.envs.robosuite.observable_clock import ObservableClock
+
 __all__ = ["FastControl", "unsupported_reason"]
 
 
 def unsupported_reason(env: Any) -> str | None:
     """Why :class:`FastControl` cannot play ``env``'s sub-steps, or ``None`` if it can."""
+    from robosuite import macros
     from robosuite.controllers.composite.composite_controller import CompositeController
     from robosuite.controllers.parts.arm.osc import OperationalSpaceController
     from robosuite.controllers.parts.gripper.simple_grip import SimpleGripController
+    from robosuite.environments.base import MujocoEnv
     from robosuite.environments.robot_env import RobotEnv
     from robosuite.robots.fixed_base_robot import FixedBaseRobot
+    from robosuite.utils.binding_utils import MjSim
+    from robosuite.utils.observables import Observable
 
     if type(env)._pre_action is not RobotEnv._pre_action:
         return f"{type(env).__name__} overrides robosuite's _pre_action"
+    for method in ("step", "_update_observables"):
+        if getattr(type(env), method) is not getattr(MujocoEnv, method):
+            return f"{type(env).__name__} overrides robosuite's {method}"
+    if type(env.sim).step1 is not MjSim.step1 or type(env.sim).step2 is not MjSim.step2:
+        return f"simulation {type(env.sim).__name__} overrides MjSim's step1 or step2"
+    if not macros.ENABLE_NUMBA:
+        return "robosuite's numba is off (macros.ENABLE_NUMBA)"
+    if any(type(o).update is not Observable.update for o in env._observables.values()):
+        return "an observable overrides robosuite's Observable.update"
     if not env.lite_physics:
         return "lite_physics is off"
     if len(env.robots) != 1:
@@ -82,7 +107,7 @@ def unsupported_reason(env: Any) -> str | None:
 
 
 class FastControl:
-    """Plays ``env``'s controller sub-steps as robosuite does (see the module docstring);
+    """Plays ``env``'s control steps as robosuite does (see the module docstring);
     :meth:`install` makes ``env.step`` use it. Raises ``ValueError`` for an env it does not
     cover, with :func:`unsupported_reason`'s reason."""
 
@@ -91,116 +116,210 @@ class FastControl:
         if reason is not None:
             raise ValueError(f"FastControl does not cover this env: {reason}")
         self.env = env
-        self._robosuite_pre_action = env._pre_action
-        self._step: _ControlStep | None = None
+        self._robosuite_step = env.step
+        self._clock = ObservableClock(env)
+        self._substeps: _Substeps | None = None
+        self._action_dim = env.action_dim
+
+    def _substeps_of(self, env: Any) -> _Substeps:
+        """The kernel's arguments, made again where a hard reset made a new simulation or new
+        controllers."""
+        owners = _Substeps.owners_of(env)
+        if self._substeps is None or any(
+            a is not b for a, b in zip(self._substeps.owners, owners, strict=True)
+        ):
+            self._substeps = _Substeps(env)
+        return self._substeps
+
+    def _policy_substep(self, action: np.ndarray, substeps: _Substeps) -> None:
+        """robosuite's ``RobotEnv._pre_action(action, policy_step=True)`` for the one robot
+        (``FixedBaseRobot.control``): the goals set by robosuite's own ``set_goal``, the arm's
+        update before it and its torques after it compiled, the proprioceptive buffers pushed."""
+        env, arm = self.env, substeps.arm
+        if not arm.new_update:  # robosuite's set_goal keeps an older update: its own path
+            env._pre_action(action, True)
+            substeps.start()
+            return
+        if len(action) != self._action_dim:
+            raise AssertionError(
+                f"environment got invalid action dimension -- expected {self._action_dim}, "
+                f"got {len(action)}"
+            )
+        robot = env.robots[0]
+        composite = robot.composite_controller
+        composite.update_state()
+        substeps.update()  # Controller.update, as set_goal's own would make it
+        composite.set_goal(action)
+        composite.update_state()  # CompositeController.run_controller begins with it
+        substeps.gripper.run_controller()
+        substeps.start()
+        substeps.run(1, physics=False)  # the arm's run_controller, both commands to ctrl
+        substeps.finish()
+        arm.new_update = True  # Controller.run_controller's cleanup
+        _push_proprioception(robot, action)
 
     def install(self) -> None:
-        """Route ``env.step``'s sub-steps through :meth:`pre_action`."""
-        self.env._pre_action = self.pre_action
+        """Route ``env.step`` through :meth:`step`."""
+        self.env.step = self.step
 
-    def pre_action(self, action: np.ndarray, policy_step: bool = False) -> None:
-        """robosuite's ``_pre_action``: the policy step its own way, the rest fast."""
-        if policy_step or self._step is None:
-            self._robosuite_pre_action(action, policy_step)
-            self._step = _ControlStep(self.env)
-        else:
-            self._step.substep()
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, dict]:
+        """robosuite's ``MujocoEnv.step`` (see the module docstring): the policy sub-step, the
+        others compiled, observables updated where one samples and their clocks advanced
+        elsewhere."""
+        env = self.env
+        if env.viewer is not None or env.viewer_get_obs:
+            return self._robosuite_step(action)  # robosuite's own loop drives its viewer
+        if env.done:
+            raise ValueError("executing action in terminated episode")
+        env.timestep += 1
+        env.sim.step1()
+        substeps = self._substeps_of(env)
+        self._policy_substep(action, substeps)
+        env.sim.step2()
+        env._update_observables()
+        left = int(env.control_timestep / env.model_timestep) - 1
+        while left:
+            quiet = self._clock.advance_quietly(left)
+            played = min(quiet + 1, left)  # the quiet sub-steps and the one that samples
+            substeps.run(played)
+            if quiet < played:
+                env._update_observables()
+            left -= played
+        substeps.finish()
+        env.cur_time += env.control_timestep
+        reward, done, info = env._post_action(action)
+        return env._get_observations(), reward, done, info
 
 
-class _ControlStep:
-    """One control step's sub-steps after the first: robosuite's ``FixedBaseRobot.control``
-    with ``policy_step=False`` (``OperationalSpaceController.run_controller`` and
-    ``SimpleGripController.run_controller``, their ``update``), operation for operation."""
+class _Substeps:
+    """robosuite's ``FixedBaseRobot.control`` with ``policy_step=False`` (the
+    ``OperationalSpaceController``'s and ``SimpleGripController``'s ``run_controller`` and
+    ``update``) for the sub-steps after a control step's first, as the compiled kernel's
+    arguments. They are made once per simulation and controllers (a hard reset makes new ones);
+    what is constant over a control step (the goal in the world frame, the gains, the gripper's
+    command) is written in place at each :meth:`start`."""
 
     def __init__(self, env: Any) -> None:
         import mujoco
-        from robosuite.utils.control_utils import (
-            nullspace_torques,
-            opspace_matrices,
-            orientation_error,
-        )
 
-        self._mujoco = mujoco
-        self._opspace_matrices, self._nullspace_torques = opspace_matrices, nullspace_torques
-        self._orientation_error = orientation_error
-        robot = env.robots[0]
-        sim = env.sim
-        self._model, self._data = sim.model._model, sim.data._data
-        self._qpos, self._qvel, self._ctrl = sim.data.qpos, sim.data.qvel, sim.data.ctrl
-        self._qfrc_bias = sim.data.qfrc_bias
+        from wmrl_env.envs.robosuite.substep_kernel import mujoco_functions, run_substeps
+
+        self._run_substeps = run_substeps
+        robot, sim = env.robots[0], env.sim
         parts = robot.composite_controller.part_controllers
         name = robot.arms[0]
         self.arm = arm = parts[name]
-        self.gripper = next(part for key, part in parts.items() if key != name)
-        self._ref_site = sim.model.site_name2id(arm.ref_name)
-        # robosuite's index lists as arrays (numpy converts a list at every indexing)
-        self._arm_qpos, self._arm_qvel = np.asarray(arm.qpos_index), np.asarray(arm.qvel_index)
-        self._gripper_qpos = np.asarray(self.gripper.qpos_index)
-        self._gripper_qvel = np.asarray(self.gripper.qvel_index)
-        nv = self._model.nv
-        # both Jacobians in one buffer (mj_jacSite fills the two halves, contiguous views)
-        self._jac = np.zeros((6, nv))
-        self._jacp, self._jacr = self._jac[:3], self._jac[3:]
-        self._ref_xpos = sim.data.site_xpos[self._ref_site]  # views into MuJoCo's data
-        self._ref_xmat = sim.data.site_xmat[self._ref_site].reshape([3, 3])
-        self._full_mass = np.ndarray(shape=(nv, nv), dtype=np.float64, order="C")
+        self.gripper = gripper = next(part for key, part in parts.items() if key != name)
+        self.owners = self.owners_of(env)
+        model, data = sim.model._model, sim.data._data
+        nv = model.nv
         # the controller's frame is the robot's fixed base: its site neither moves nor has a
         # Jacobian (robosuite queries both at every sub-step; they are the same every time)
         base_jacp, base_jacr = np.zeros((3, nv)), np.zeros((3, nv))
         base_site = sim.model.site_name2id(f"{arm.naming_prefix}{arm.part_name}_center")
-        mujoco.mj_jacSite(self._model, self._data, base_jacp, base_jacr, base_site)
-        self._base_jacp, self._base_jacr = base_jacp, base_jacr
-        # constant over the control step: the goal in the world frame, the gains
-        self._goal_pos = arm.origin_pos + np.dot(arm.origin_ori, arm.goal_pos)
-        self._goal_ori = np.dot(arm.origin_ori, arm.goal_ori)
-        self._kp_pos, self._kp_ori = np.array(arm.kp[0:3]), np.array(arm.kp[3:6])
-        self._kd_pos, self._kd_ori = arm.kd[0:3], arm.kd[3:6]
-        # the gripper's command (bias + weight * goal) is the same at every sub-step
+        mujoco.mj_jacSite(model, data, base_jacp, base_jacr, base_site)
         ranges, indexes = sim.model.actuator_ctrlrange, robot._ref_actuators_indexes_dict
-        self._arm_actuators = index = indexes[name]
-        self._arm_low, self._arm_high = ranges[index, 0], ranges[index, 1]
-        self._gripper_actuators = index = indexes[next(key for key in parts if key != name)]
-        self._gripper_command = np.clip(self.gripper.vels, ranges[index, 0], ranges[index, 1])
+        arm_actuators = np.asarray(indexes[name])
+        gripper_actuators = np.asarray(indexes[next(key for key in parts if key != name)])
+        self._gripper_range = ranges[gripper_actuators, 0], ranges[gripper_actuators, 1]
+        size, gripper_size = len(arm.qvel_index), len(gripper.qpos_index)
+        self._goal_pos, self._goal_ori = np.empty(3), np.empty((3, 3))
+        self._gains = np.empty((4, 3))  # kp position, kp orientation, kd position, kd orientation
+        self._initial_joint = np.empty(size)
+        self._gripper_command = np.empty(gripper_size)
+        self._outputs = (
+            np.empty(size), np.empty(size),  # joint_pos, joint_vel
+            np.empty((size, size), order="F"), np.empty(size),  # mass_matrix (as numpy's
+            np.empty(gripper_size), np.empty(gripper_size),  # indexing makes it), torques
+        )  # fmt: skip
+        self._arguments = (
+            mujoco_functions(), model._address, data._address,
+            sim.model.site_name2id(arm.ref_name),
+            np.asarray(arm.qpos_index), np.asarray(arm.qvel_index),
+            np.asarray(gripper.qpos_index), np.asarray(gripper.qvel_index),
+            arm_actuators, gripper_actuators,
+            ranges[arm_actuators, 0], ranges[arm_actuators, 1], self._gripper_command,
+            data.qpos, data.qvel, data.qM, data.qfrc_bias, data.ctrl, data.site_xpos,
+            data.site_xmat, np.zeros((6, nv)), np.empty((nv, nv)), base_jacp, base_jacr,
+            self._goal_pos, self._goal_ori, *self._gains, self._initial_joint,
+            arm.ref_pos, arm.ref_ori_mat, arm.ref_pos_vel, arm.ref_ori_vel,
+            arm.J_full, arm.J_pos, arm.J_ori, *self._outputs,
+        )  # fmt: skip
+        self._played = False
 
-    def substep(self) -> None:
-        """One sub-step: the arm's ``update`` and ``run_controller``, the gripper's ``update``,
-        the clipped commands written to ``ctrl``."""
-        arm, qvel, index = self.arm, self._qvel, self._arm_qvel
-        jacp, jacr, mujoco = self._jacp, self._jacr, self._mujoco
-        # Controller.update: end-effector pose, velocity and Jacobians, joints, mass matrix
-        mujoco.mj_jacSite(self._model, self._data, jacp, jacr, self._ref_site)
-        arm.ref_pos[:] = self._ref_xpos
-        arm.ref_ori_mat[:, :] = self._ref_xmat
-        np.dot(jacp, qvel, out=arm.ref_pos_vel)
-        np.dot(jacr, qvel, out=arm.ref_ori_vel)
-        np.take(self._jac, index, axis=1, out=arm.J_full)  # np.vstack([J_pos, J_ori])
-        arm.J_pos[:, :] = arm.J_full[:3]
-        arm.J_ori[:, :] = arm.J_full[3:]
-        arm.joint_pos = self._qpos.take(self._arm_qpos)
-        arm.joint_vel = qvel.take(index)
-        mujoco.mj_fullM(self._model, self._full_mass, self._data.qM)
-        arm.mass_matrix = mass_matrix = self._full_mass[index, :][:, index]
-        # OperationalSpaceController.run_controller
-        ori_error = self._orientation_error(self._goal_ori, arm.ref_ori_mat)
-        position_error = self._goal_pos - arm.ref_pos
-        vel_pos_error = -(arm.ref_pos_vel - np.dot(self._base_jacp, qvel))
-        desired_force = position_error * self._kp_pos + vel_pos_error * self._kd_pos
-        vel_ori_error = -(arm.ref_ori_vel - np.dot(self._base_jacr, qvel))
-        desired_torque = ori_error * self._kp_ori + vel_ori_error * self._kd_ori
-        _, lambda_pos, lambda_ori, nullspace_matrix = self._opspace_matrices(
-            mass_matrix, arm.J_full, arm.J_pos, arm.J_ori
+    @staticmethod
+    def owners_of(env: Any) -> tuple[Any, ...]:
+        """What the kernel's arguments belong to: the simulation, the controllers and the arrays
+        robosuite updates in place."""
+        robot = env.robots[0]
+        arm = robot.composite_controller.part_controllers[robot.arms[0]]
+        in_place = ("ref_pos", "ref_ori_mat", "ref_pos_vel", "ref_ori_vel", "J_full", "J_pos")
+        return (env.sim, *robot.composite_controller.part_controllers.values(), arm.J_ori,
+                *(getattr(arm, name) for name in in_place))  # fmt: skip
+
+    def start(self) -> None:
+        """Take this control step's goal, gains and gripper command from the controllers."""
+        arm = self.arm
+        np.dot(arm.origin_ori, arm.goal_pos, out=self._goal_pos)
+        self._goal_pos += arm.origin_pos
+        np.dot(arm.origin_ori, arm.goal_ori, out=self._goal_ori)
+        self._gains[:] = arm.kp[0:3], arm.kp[3:6], arm.kd[0:3], arm.kd[3:6]
+        self._initial_joint[:] = arm.initial_joint
+        np.clip(self.gripper.vels, *self._gripper_range, out=self._gripper_command)
+        self._played = False
+
+    def update(self) -> None:
+        """The arm's ``Controller.update`` (pose, velocities, Jacobians, joints, mass matrix)."""
+        self._run_substeps(1, False, False, *self._arguments)
+        arm = self.arm
+        arm.joint_pos, arm.joint_vel, arm.mass_matrix = (
+            output.copy(order="K") for output in self._outputs[:3]
         )
-        wrench = np.concatenate(
-            [np.dot(lambda_pos, desired_force), np.dot(lambda_ori, desired_torque)]
+        arm.new_update = False
+
+    def run(self, count: int, physics: bool = True) -> None:
+        """Play ``count`` sub-steps (no observable updates between them); ``physics=False``
+        computes one sub-step's commands without MuJoCo's step."""
+        self._run_substeps(count, physics, True, *self._arguments)
+        self._played = self._played or count > 0
+
+    def finish(self) -> None:
+        """Leave the controllers' attributes as robosuite's last sub-step leaves them."""
+        if self._played:
+            arm, gripper = self.arm, self.gripper
+            arm.joint_pos, arm.joint_vel, arm.mass_matrix, arm.torques, *rest = (
+                output.copy(order="K") for output in self._outputs
+            )
+            gripper.joint_pos, gripper.joint_vel = rest
+
+
+def _push_proprioception(robot: Any, action: np.ndarray) -> None:
+    """What robosuite's ``FixedBaseRobot.control`` records at a policy step (recent joint
+    positions, actions, torques; per arm the end-effector's force-torque, pose, velocity and
+    smoothed acceleration), operation for operation."""
+    import robosuite.utils.transform_utils as transforms
+
+    robot.recent_qpos.push(robot._joint_positions)
+    robot.recent_actions.push(action)
+    robot.recent_torques.push(robot.torques)
+    for name in robot.arms:
+        controller = robot.part_controllers[name]
+        robot.recent_ee_forcetorques[name].push(
+            np.concatenate((robot.ee_force[name], robot.ee_torque[name]))
         )
-        torques = np.dot(arm.J_full.T, wrench) + self._qfrc_bias.take(index)
-        torques += self._nullspace_torques(
-            mass_matrix, nullspace_matrix, arm.initial_joint, arm.joint_pos, arm.joint_vel
+        robot.recent_ee_pose[name].push(
+            np.concatenate((controller.ref_pos, transforms.mat2quat(controller.ref_ori_mat)))
         )
-        arm.torques = torques
-        # SimpleGripController.update; its command is the same at every sub-step
-        gripper = self.gripper
-        gripper.joint_pos = self._qpos.take(self._gripper_qpos)
-        gripper.joint_vel = qvel.take(self._gripper_qvel)
-        self._ctrl[self._arm_actuators] = torques.clip(self._arm_low, self._arm_high)
-        self._ctrl[self._gripper_actuators] = self._gripper_command
+        velocity = np.concatenate((controller.ref_pos_vel, controller.ref_ori_vel))
+        robot.recent_ee_vel[name].push(velocity)
+        robot.recent_ee_vel_buffer[name].push(velocity)
+        diffs = np.vstack(
+            [
+                robot.recent_ee_acc[name].current,
+                robot.control_freq * np.diff(robot.recent_ee_vel_buffer[name].buf, axis=0),
+            ]
+        )
+        acceleration = np.array(
+            [np.convolve(column, np.ones(10) / 10.0, mode="valid")[0] for column in diffs.T]
+        )
+        robot.recent_ee_acc[name].push(acceleration)

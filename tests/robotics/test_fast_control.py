@@ -33,6 +33,30 @@ def _physics(env) -> tuple[np.ndarray, ...]:
     return data.qpos.copy(), data.qvel.copy(), data.ctrl.copy(), data.qacc.copy()
 
 
+def _plain_state(thing) -> dict:
+    """Every plain attribute (arrays, numbers, flags) of an object."""
+    return {
+        name: value
+        for name, value in vars(thing).items()
+        if value is None or isinstance(value, np.ndarray | float | int | bool | np.floating)
+    }
+
+
+def _robot_state(env) -> dict:
+    """Beyond a snapshot: every plain attribute of each part controller (cached kinematics,
+    torques, update flags, origins) and of each proprioceptive buffer the robot pushes at a
+    policy step."""
+    robot = env.sim_env.robots[0]
+    parts = robot.composite_controller.part_controllers
+    state = {f"controller {name}": _plain_state(part) for name, part in parts.items()}
+    for name, buffer in vars(robot).items():
+        if name.startswith("recent_"):
+            buffers = buffer if isinstance(buffer, dict) else {"": buffer}
+            for arm, each in buffers.items():
+                state[f"{name} {arm}"] = _plain_state(each)
+    return state
+
+
 def _assert_same_snapshot(a, b, where: str = "snapshot") -> None:
     if isinstance(a, dict | list):
         assert len(a) == len(b), where
@@ -54,6 +78,7 @@ def _assert_same_play(own, fast, seed: int, actions: np.ndarray) -> int:
         assert a[1:] == b[1:], f"step {step}: {a[1:]} != {b[1:]}"
         for x, y in zip(_physics(own), _physics(fast), strict=True):
             assert np.array_equal(x, y), f"step {step}: MuJoCo state differs"
+        _assert_same_snapshot(_robot_state(own), _robot_state(fast), f"step {step}: robot")
         if a[2] or a[3]:
             return step + 1
     return len(actions)
@@ -114,3 +139,31 @@ def test_default_uses_it_where_covered_and_says_why_not_elsewhere() -> None:
         RobosuiteEnv("Lift", horizon=5, lite_physics=False, fast_control=True)
     with pytest.raises(ValueError, match="fast_control must be"):
         RobosuiteEnv("Lift", horizon=5, fast_control="yes")
+
+
+def test_a_hard_reset_rebuilds_what_the_fast_step_holds() -> None:
+    """robosuite's ``hard_reset=True`` makes a new simulation, controllers and observables at
+    every reset: the fast step must follow them there, bit for bit."""
+    import robosuite
+
+    from wmrl_env.envs.robosuite.fast_control import FastControl
+
+    def make():
+        return robosuite.make(
+            "Lift", robots="Panda", has_renderer=False, has_offscreen_renderer=False,
+            use_camera_obs=False, hard_reset=True, horizon=30, seed=3,
+        )  # fmt: skip
+
+    own, fast = make(), make()
+    FastControl(fast).install()
+    try:
+        for episode in range(2):
+            first, second = own.reset(), fast.reset()
+            assert all(np.array_equal(first[key], second[key]) for key in first)
+            for step, action in enumerate(_actions(episode, 12).astype(np.float64)):
+                a, b = own.step(action), fast.step(action)
+                assert all(np.array_equal(a[0][key], b[0][key]) for key in a[0]), (episode, step)
+                assert a[1:3] == b[1:3]
+                assert np.array_equal(own.sim.data.qvel, fast.sim.data.qvel), (episode, step)
+    finally:
+        own.close(), fast.close()
