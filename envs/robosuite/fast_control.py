@@ -176,7 +176,8 @@ class FastControl:
         substeps = self._substeps_of(env)
         self._policy_substep(action, substeps)
         env.sim.step2()
-        env._update_observables()
+        if not self._clock.advance_quietly(1):
+            env._update_observables()  # an observable samples after the policy sub-step
         left = int(env.control_timestep / env.model_timestep) - 1
         while left:
             quiet = self._clock.advance_quietly(left)
