@@ -66,6 +66,9 @@ def _run_on_worker(factory: ExecutorFactory, job: Job) -> ExecResult:
     return dataclasses.replace(result, metadata={**result.metadata, "ray_node": node})
 
 
+_KILLED_AT_CLOSE = "the executor was closed while the job ran; it was killed"
+
+
 class RayExecutor(BaseExecutor[Job]):
     """Run each job as a Ray task in an inner sandbox on whichever node has room.
 
@@ -103,6 +106,7 @@ class RayExecutor(BaseExecutor[Job]):
         self._docker_inside = inner == "docker"
         self._lock = threading.Lock()
         self._running: dict[Any, Future[ExecResult]] = {}  # ObjectRef -> the job's future
+        self._closing = False
 
     def _submit(self, jobs: list[Job]) -> list[Future[ExecResult]]:
         check_jobs(jobs, type(self).__name__)
@@ -127,17 +131,20 @@ class RayExecutor(BaseExecutor[Job]):
         try:
             result = done.result()
         except self._ray.exceptions.TaskCancelledError:
-            message = "the executor was closed while the job ran; it was killed"
-            return ExecResult(job.job_id, ExecStatus.ERROR, message=message)
+            return ExecResult(job.job_id, ExecStatus.ERROR, message=_KILLED_AT_CLOSE)
         except Exception as error:  # a worker or node died: the job's fate is unknown
             logger.warning("Ray task for job %s failed: %r", job.job_id, error)
             return ExecResult(
                 job.job_id, ExecStatus.ERROR, message=f"the Ray task failed: {error!r}"[:2000]
             )
+        if self._closing and result.status is ExecStatus.CRASHED:
+            # the kill reached the program before Ray marked the task cancelled
+            return ExecResult(job.job_id, ExecStatus.ERROR, message=_KILLED_AT_CLOSE)
         return apply_scorer(result, job.scorer)
 
     def _close(self) -> None:
         with self._lock:
+            self._closing = True
             running = dict(self._running)
         for ref in running:  # force: kill the worker process; its sandbox dies with it
             self._ray.cancel(ref, force=True)
