@@ -278,6 +278,75 @@ def test_report_only_reads_predictor_rows_from_before_the_shadow_option(tmp_path
     assert "| real | open | 1 |" in (tmp_path / "results.md").read_text()
 
 
+def test_the_report_adds_the_reference_lines_of_the_same_starts(tmp_path):
+    """``references.json`` (benchmarks/robot_references.py) puts the oracle, the untrained
+    policy and plain search's pass@k beside the arms in results.md."""
+    from wmrl_env.bench.records import RunRecord, StepRecord
+    from wmrl_env.bench.robotics import write_report
+    from wmrl_env.bench.robotics.report import pass_at
+
+    run = RunRecord("real", 0, [StepRecord(0, true_score=0.4), StepRecord(1, true_score=0.5)])
+    (tmp_path / "runs.jsonl").write_text(json.dumps(run.to_dict()) + "\n")
+    tries = [[[True, False, False, False], [False, True, False, False]],  # seed 0: 2 tries
+             [[False, False, False, False], [True, True, False, True]]]  # seed 1  # fmt: skip
+    search = [
+        {"seed": seed, "greedy": greedy, "pass_at": pass_at(outcome), "tries": outcome,
+         "steps": 8 * 60, "episodes": 8}
+        for seed, (greedy, outcome) in enumerate(zip((0.25, 0.5), tries, strict=True))
+    ]  # fmt: skip
+    assert [row["pass_at"] for row in search] == [[0.25, 0.5], [0.0, 0.75]]
+    references = {"task": "Lift", "eval_starts": 4, "horizon": 60, "tries": 2,
+                  "oracle": {"success": 1.0, "outcomes": [True] * 4}, "search": search}  # fmt: skip
+    (tmp_path / "references.json").write_text(json.dumps(references))
+    write_report(tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    assert "| scripted expert, noise-free (oracle) | 1.000 | 1 |" in text
+    assert "| behaviour-cloned start, greedy (untrained) | 0.375 [" in text
+    assert "best of 1 (pass@1) | 0.125 [" in text and "best of 2 (pass@2) | 0.625 [" in text
+    assert "60 real steps on average" in text
+
+
+def test_sampled_tries_from_the_same_start_draw_the_noise_they_are_given():
+    """``success_on_seeds(noise_seeds=...)``: other noise from the same starts gives other
+    episodes, the same noise the same ones; the policy's own generator is left as it was."""
+    import gymnasium as gym
+    import torch
+
+    from wmrl_env.robotics import success_on_seeds
+
+    class Noisy:  # pushes right with a random chunk: success depends on the noise
+        instruction = ""
+
+        def __init__(self) -> None:
+            self.generator = torch.Generator().manual_seed(0)
+
+        def __call__(self, observations, instructions):
+            return np.zeros((len(observations), 50, 1), np.float32)
+
+        def act(self, observations):
+            noise = torch.randn((len(observations), 50, 1), generator=self.generator)
+            return ((0.6 + 1.5 * noise).clamp(-1, 1).numpy(),)
+
+    env = gym.make("MountainCarContinuous-v0", max_episode_steps=400)
+    policy = Noisy()
+    before = policy.generator.get_state()
+    starts = list(range(12))
+
+    def tried(j: int) -> np.ndarray:
+        return success_on_seeds(policy, env, starts, sampled=True,
+                                noise_seeds=[s + 97 * j for s in starts])  # fmt: skip
+
+    tries = [tried(j) for j in range(3)]
+    again = tried(1)
+    assert np.array_equal(again, tries[1])
+    assert np.array_equal(tries[0], success_on_seeds(policy, env, starts, sampled=True))
+    assert len({t.tobytes() for t in tries}) > 1  # the tries differ
+    assert torch.equal(policy.generator.get_state(), before)
+    with pytest.raises(ValueError, match="2 noise seeds for 12 episodes"):
+        success_on_seeds(policy, env, starts, sampled=True, noise_seeds=[0, 1])
+    env.close()
+
+
 def test_the_shadow_is_an_option_with_a_clear_error():
     assert RobotBenchConfig.quick().shadow == "closed"
     config = bench_cli.robot_config_from_args(_args("--domain", "robosuite", "--shadow", "open"))

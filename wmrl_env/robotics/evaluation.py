@@ -25,13 +25,18 @@ __all__ = ["success_on_seeds"]
 
 
 def success_on_seeds(
-    policy: Any, env: gym.Env, seeds: Sequence[int], sampled: bool = False
+    policy: Any,
+    env: gym.Env,
+    seeds: Sequence[int],
+    sampled: bool = False,
+    noise_seeds: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Did each episode ``env.reset(seed=s)``, played by ``policy``'s chunks, succeed?
 
     Greedy (``sampled=False``): the policy's mean chunk (``policy(obs, [instruction])``).
     Sampled: ``policy.act(obs)``, the chunk GRPO would sample, with the exploration noise
-    re-seeded from each episode's seed (the policy's generator is restored afterwards).
+    re-seeded from each episode's seed, or from ``noise_seeds`` (one per episode: other tries
+    from the same starts); the policy's generator is restored afterwards.
     Actions are clipped to the action space. Success is ``info["success"]`` at any step, or a
     ``terminated`` step when the env reports no success flag. Returns ``(len(seeds),)`` bool.
     """
@@ -39,13 +44,16 @@ def success_on_seeds(
     probe = policy(np.zeros((1, *env.observation_space.shape), np.float32), instructions)
     chunked = ActionChunking(env, chunk_size=probe.shape[1])
     low, high = env.action_space.low, env.action_space.high
+    noise_seeds = seeds if noise_seeds is None else noise_seeds
+    if len(noise_seeds) != len(seeds):
+        raise ValueError(f"{len(noise_seeds)} noise seeds for {len(seeds)} episodes")
     saved = policy.generator.get_state() if sampled else None
     outcomes = []
     try:
-        for seed in seeds:
+        for seed, noise_seed in zip(seeds, noise_seeds, strict=True):
             observation, _ = chunked.reset(seed=int(seed))
             if sampled:
-                policy.generator.manual_seed(int(seed))
+                policy.generator.manual_seed(int(noise_seed))
             over = succeeded = False
             while not over:
                 batch = observation[None].astype(np.float32)

@@ -30,6 +30,7 @@ from wmrl_env.bench.robotics.report import (
     RobotSummary,
     markdown,
     predictor_markdown,
+    references_markdown,
     summarise_predictor,
     summarise_robots,
 )
@@ -161,6 +162,8 @@ def write_report(folder: Path) -> tuple[RobotSummary, list[RunRecord]]:
         text += "; ".join(per_seed)
     if checks:
         text += "\n\n" + predictor_markdown(checks)
+    if (folder / "references.json").exists():
+        text += "\n\n" + references_markdown(json.loads((folder / "references.json").read_text()))
     (folder / "results.md").write_text(text + "\n")
     plots.learning_curves(
         runs,

@@ -40,7 +40,9 @@ __all__ = [
     "COST",
     "RobotSummary",
     "markdown",
+    "pass_at",
     "predictor_markdown",
+    "references_markdown",
     "summarise_predictor",
     "summarise_robots",
 ]
@@ -115,6 +117,48 @@ def markdown(summary: RobotSummary) -> str:
             f"| {s.real_executions:,.0f} | {s.real_exec_seconds:,.1f} | {_gain_text(s)} "
             f"| {' | '.join(speedups)} | {s.wall_seconds:.0f} | {s.wm_seconds:.1f} |"
         )
+    return "\n".join(lines)
+
+
+def pass_at(tries: Sequence[Sequence[bool]]) -> list[float]:
+    """Plain search's success: ``tries[j][i]`` is try ``j`` at start ``i``; entry ``k - 1`` is
+    the share of starts solved by at least one of the first ``k`` tries.
+
+    >>> pass_at([[True, False, False], [False, False, True]])
+    [0.3333333333333333, 0.6666666666666666]
+    """
+    solved = np.logical_or.accumulate(np.asarray(tries, bool), axis=0)
+    return [float(row.mean()) for row in solved]
+
+
+def references_markdown(references: dict) -> str:
+    """The reference lines of ``references.json`` (``benchmarks/robot_references.py``): the
+    scripted expert on the held-out starts (the oracle), the behaviour-cloned start greedy
+    (the untrained policy) and plain search (its sampled chunks retried per start)."""
+    search = references["search"]
+    greedy = [row["greedy"] for row in search]
+    curves = np.array([row["pass_at"] for row in search])
+    episodes = np.mean([row["steps"] / row["episodes"] for row in search])
+    lines = [
+        f"Reference lines on the same {references['eval_starts']} held-out starts "
+        f"({len(search)} seeds, 95 % CI over seeds):",
+        "",
+        "| line | held-out success | real episodes per start |",
+        "|---|---|---|",
+        f"| scripted expert, noise-free (oracle) | {references['oracle']['success']:.3f} | 1 |",
+        f"| behaviour-cloned start, greedy (untrained) | {np.mean(greedy):.3f}"
+        f"{_interval(confidence_interval(greedy))} | 1 |",
+    ]
+    for k, column in enumerate(curves.T, start=1):
+        lines.append(
+            f"| plain search: sampled start, best of {k} (pass@{k}) "
+            f"| {column.mean():.3f}{_interval(confidence_interval(list(column)))} | {k} |"
+        )
+    lines.append("")
+    lines.append(
+        f"(an episode of the search is {episodes:.0f} real steps on average; `real` trains on "
+        "the real-step count in the arm table, then is scored greedily once per start)"
+    )
     return "\n".join(lines)
 
 
