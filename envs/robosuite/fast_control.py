@@ -228,10 +228,11 @@ class _Substeps:
         self._gains = np.empty((4, 3))  # kp position, kp orientation, kd position, kd orientation
         self._initial_joint = np.empty(size)
         self._gripper_command = np.empty(gripper_size)
+        # what the kernel leaves: the arm's joint_pos, joint_vel, mass_matrix (in Fortran
+        # order, as numpy's indexing makes it) and torques, the gripper's joint_pos, joint_vel
         self._outputs = (
-            np.empty(size), np.empty(size),  # joint_pos, joint_vel
-            np.empty((size, size), order="F"), np.empty(size),  # mass_matrix (as numpy's
-            np.empty(gripper_size), np.empty(gripper_size),  # indexing makes it), torques
+            np.empty(size), np.empty(size), np.empty((size, size), order="F"), np.empty(size),
+            np.empty(gripper_size), np.empty(gripper_size),
         )  # fmt: skip
         self._arguments = (
             mujoco_functions(), model._address, data._address,
@@ -253,10 +254,11 @@ class _Substeps:
         """What the kernel's arguments belong to: the simulation, the controllers and the arrays
         robosuite updates in place."""
         robot = env.robots[0]
-        arm = robot.composite_controller.part_controllers[robot.arms[0]]
-        in_place = ("ref_pos", "ref_ori_mat", "ref_pos_vel", "ref_ori_vel", "J_full", "J_pos")
-        return (env.sim, *robot.composite_controller.part_controllers.values(), arm.J_ori,
-                *(getattr(arm, name) for name in in_place))  # fmt: skip
+        parts = robot.composite_controller.part_controllers
+        arm = parts[robot.arms[0]]
+        in_place = ("ref_pos", "ref_ori_mat", "ref_pos_vel", "ref_ori_vel", "J_full", "J_pos",
+                    "J_ori")  # fmt: skip
+        return (env.sim, *parts.values(), *(getattr(arm, name) for name in in_place))
 
     def start(self) -> None:
         """Take this control step's goal, gains and gripper command from the controllers."""
