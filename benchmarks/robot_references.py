@@ -31,12 +31,10 @@ NOISE_SEED_STRIDE = 1_000_003  # try j of start s draws its noise from s + j * s
 def _config(folder: Path):
     from wmrl_env.bench.robotics.config import RobotBenchConfig
 
-    path = sorted(folder.glob("config-seed*.json"))[0]
-    return RobotBenchConfig(**json.loads(path.read_text()))
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x] if path.exists() else []
+    paths = sorted(folder.glob("config-seed*.json"))
+    if not paths:
+        raise SystemExit(f"{folder} holds no config-seed*.json: not a robot-bench folder")
+    return RobotBenchConfig(**json.loads(paths[0].read_text()))
 
 
 def oracle(task: str, seeds: list[int], horizon: int) -> list[bool]:
@@ -82,6 +80,7 @@ def search(config, seed: int, starts: list[int], tries: int, horizon: int) -> di
 
 
 def main(argv: list[str] | None = None) -> None:
+    from wmrl_env.bench.robotics import _read_lines
     from wmrl_env.bench.robotics.report import references_markdown
     from wmrl_env.bench.robotics.start import base_policy
     from wmrl_env.robotics import HELD_OUT_SEED
@@ -91,10 +90,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="*", help="default: every seed of the folder")
     parser.add_argument("--tries", type=int, default=4)
     args = parser.parse_args(argv)
+    if args.tries < 1:
+        parser.error(f"--tries must be at least 1, got {args.tries}")
 
     config = _config(args.folder)
-    seeds_done = {row["seed"]: row for row in _lines(args.folder / "seeds.jsonl")}
+    seeds_done = {row["seed"]: row for row in _read_lines(args.folder / "seeds.jsonl")}
     seeds = args.seeds if args.seeds else sorted(seeds_done)
+    if not seeds:
+        raise SystemExit(f"{args.folder}/seeds.jsonl holds no seed: give --seeds")
     starts = [HELD_OUT_SEED + i for i in range(config.eval_starts)]
     path = args.folder / "references.json"
     references = json.loads(path.read_text()) if path.exists() else {}

@@ -138,7 +138,7 @@ def references_markdown(references: dict) -> str:
     search = references["search"]
     greedy = [row["greedy"] for row in search]
     curves = np.array([row["pass_at"] for row in search])
-    episodes = np.mean([row["steps"] / row["episodes"] for row in search])
+    steps_per_episode = np.mean([row["steps"] / row["episodes"] for row in search])
     lines = [
         f"Reference lines on the same {references['eval_starts']} held-out starts "
         f"({len(search)} seeds, 95 % CI over seeds):",
@@ -156,8 +156,9 @@ def references_markdown(references: dict) -> str:
         )
     lines.append("")
     lines.append(
-        f"(an episode of the search is {episodes:.0f} real steps on average; `real` trains on "
-        "the real-step count in the arm table, then is scored greedily once per start)"
+        f"(an episode of the search is {steps_per_episode:.0f} real steps on average; "
+        "`real` trains on the real-step count in the arm table, then is scored greedily once "
+        "per start)"
     )
     return "\n".join(lines)
 
