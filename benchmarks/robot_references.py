@@ -15,7 +15,7 @@ scored on:
 Writes ``references.json`` into the folder (``wmrl bench --domain robosuite --report-only``
 then adds the lines to ``results.md``) and prints them. Resumable per seed.
 
-    nice -n 10 python benchmarks/robot_references.py docs/figures/robot_bench_robot2/full40 \\
+    nice -n 10 python benchmarks/robot_references.py docs/figures/robot_bench_full/40seeds \\
         --seeds 0 1 2 3 --tries 4
 """
 
