@@ -1,5 +1,5 @@
 """The robot bench's reference lines on its own held-out starts: the oracle, the untrained
-policy and plain search (docs/benchmarks.md, "Robot bench: the ceiling").
+policy and plain search (docs/benchmarks.md, "The robot bench's ceiling").
 
 For a ``wmrl bench --domain robosuite`` folder, on the same held-out starts its arms are
 scored on:
