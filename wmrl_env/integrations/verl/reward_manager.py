@@ -116,7 +116,9 @@ class _PredictionBatcher:
 class WMRLRewardManager(_base.RewardManagerBase):
     """A verl reward manager: world model for every sample, real execution for anchor groups.
 
-    Class attributes (set them in a subclass):
+    Set the class attributes below in a subclass.
+
+    Attributes:
         anchor_fraction: each group's chance to be executed for real.
         seed: fixes the anchor draw (must be the same in every worker).
         score_range: world-model scores outside it are invalid (never passed on).
