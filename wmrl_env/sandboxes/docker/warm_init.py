@@ -18,7 +18,7 @@ every job inherit: Docker's default profile lets a container that holds ``CAP_SY
 container may not, and a job must not either. It exits, and the container with it, when the
 server exits or the host closes the connection.
 
-Example (the host side is :class:`wmrl_env.sandboxes.docker_warm.DockerWarmServer`):
+Example (the host side is :class:`wmrl_env.sandboxes.docker.warm.DockerWarmServer`):
     >>> cgroup_value(("/nonexistent/memory.current",))
     0
     >>> len(seccomp_program("x86_64")) // 8  # sock_filter instructions

@@ -3,7 +3,7 @@ forks a fresh process per job.
 
 A cold Docker job pays for a new container and for a Python that imports its libraries
 before the program runs. Here each worker keeps one container whose first process
-(:mod:`~wmrl_env.sandboxes.docker_warm_init`) starts the local warm pool's server
+(:mod:`~wmrl_env.sandboxes.docker.warm_init`) starts the local warm pool's server
 (:mod:`~wmrl_env.sandboxes.warm_server`: the same job protocol, the same per-job isolation:
 new mount, PID and IPC namespaces, the job's own work directory at ``/job``, an
 unprivileged uid, no capability, no new privileges). The container keeps what a cold one
@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_env.executors.base import ExecResult
-from wmrl_env.sandboxes import docker_warm_init, warm_server
-from wmrl_env.sandboxes.docker_sandbox import JOB_DIR, check_engine, oom_killed
+from wmrl_env.sandboxes import warm_server
+from wmrl_env.sandboxes.docker import warm_init
+from wmrl_env.sandboxes.docker.engine import JOB_DIR, check_engine, oom_killed
 from wmrl_env.sandboxes.isolation import SERVER_CAPABILITIES
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
@@ -138,8 +139,8 @@ class DockerWarmServer(WarmServer):
         command = [
             "python3",
             "-c",
-            Path(docker_warm_init.__file__).read_text(encoding="utf-8"),
-            f"{docker_warm_init.CONTROL_DIR}/control.sock",
+            Path(warm_init.__file__).read_text(encoding="utf-8"),
+            f"{warm_init.CONTROL_DIR}/control.sock",
             Path(warm_server.__file__).read_text(encoding="utf-8"),
             ",".join(spec.preload),
         ]
@@ -157,7 +158,7 @@ class DockerWarmServer(WarmServer):
             },
             mounts=[
                 mount(warm_server.JOBS_DIR, str(spec.jobs_dir), type="bind"),
-                mount(docker_warm_init.CONTROL_DIR, str(self._control_dir), type="bind"),
+                mount(warm_init.CONTROL_DIR, str(self._control_dir), type="bind"),
             ],
             environment=dict(spec.environment),
             **spec.options,
