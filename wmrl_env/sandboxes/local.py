@@ -58,7 +58,7 @@ from wmrl_env.sandboxes.processes import (
     kill_until_gone,
     pids_where,
 )
-from wmrl_env.sandboxes.seccomp import denylist_program
+from wmrl_env.sandboxes.seccomp import job_denylist
 from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
@@ -368,16 +368,10 @@ def _execute(
     return outcome
 
 
-@functools.lru_cache(maxsize=4)
 def _seccomp_for(isolation: Isolation) -> bytes | None:
     """The seccomp filter for jobs at ``isolation`` (bwrap only: the other levels have no
     tool that installs one), or None where this architecture has no syscall table."""
-    if isolation.name != "bwrap":
-        return None
-    try:
-        return denylist_program()
-    except ValueError:
-        return None
+    return job_denylist() if isolation.name == "bwrap" else None
 
 
 def _readable_fd(data: bytes) -> int:

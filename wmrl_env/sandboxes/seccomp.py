@@ -10,8 +10,9 @@ falls back to ``clone``, whose flags are checked. Calls from another ABI than th
 (32-bit ``int 0x80``, x32) fail with ``EPERM`` too.
 
 The cold path hands :func:`denylist_program` to bubblewrap (``--seccomp FD``); the warm
-server installs the same bytes in each job's program (``prctl(PR_SET_SECCOMP)``, after
-``PR_SET_NO_NEW_PRIVS``), after the hand-over has made the job's namespaces.
+server, local or in a warm Docker container, installs the same bytes in each job's program
+(``prctl(PR_SET_SECCOMP)``, after ``PR_SET_NO_NEW_PRIVS``), after the hand-over has made the
+job's namespaces.
 
 Example:
     >>> program = denylist_program("x86_64")
@@ -24,10 +25,11 @@ Example:
 from __future__ import annotations
 
 import errno
+import functools
 import platform
 import struct
 
-__all__ = ["DENIED", "SYSCALLS", "denylist_program"]
+__all__ = ["DENIED", "SYSCALLS", "denylist_program", "job_denylist"]
 
 # BPF instruction classes and fields (linux/bpf_common.h)
 _LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -165,3 +167,13 @@ def denylist_program(machine: str | None = None) -> bytes:
     program += [eperm, _op(_LD_W_ABS, _NR)]
     program.append(_op(_RET_K, _RET_ALLOW))
     return b"".join(program)
+
+
+@functools.lru_cache(maxsize=1)
+def job_denylist() -> bytes | None:
+    """The filter every sandbox that can install one gives its jobs: :func:`denylist_program`
+    for this machine, or None where it has no syscall table here."""
+    try:
+        return denylist_program()
+    except ValueError:
+        return None

@@ -58,6 +58,7 @@ from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.pool import Cancellation, JobPool, PooledSandbox
+from wmrl_env.sandboxes.seccomp import job_denylist
 from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
@@ -207,6 +208,8 @@ class DockerSandbox(PooledSandbox):
             "image": self.image,
             "memory_limit": "cgroup",
             "process_limit": f"pids_limit={self.limits.max_processes}",
+            # a warm job installs the local jobs' denylist on top of Docker's profile
+            "seccomp": "denylist" if self.warm and job_denylist() else "docker-default",
             "warm": self.warm,
         }
 
