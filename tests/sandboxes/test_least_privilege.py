@@ -1,7 +1,7 @@
 """Least privilege in the local sandbox: what a job (and the warm server's preload) may do.
 
-- The warm server holds only the hand-over's capabilities, from before its first import, and
-  sees no host process.
+- The warm server holds only the hand-over's capabilities, from before its first import, in
+  a user namespace of its own (also when started by root), and sees no host process.
 - A job cannot make namespaces, open an io_uring or use the other calls of the seccomp
   denylist, cold or warm, local or in a warm Docker container (marker ``docker``).
 - ``/dev`` holds nothing writable but device nodes and the job's own, fresh ``/dev/shm``;
@@ -28,7 +28,7 @@ from sandbox_testing import assert_denylist_applied, syscall_probe
 
 from wmrl_env.sandboxes import Job, LocalSandbox
 from wmrl_env.sandboxes.isolation import SERVER_CAPABILITIES, Interpreter
-from wmrl_env.sandboxes.processes import kill_until_gone
+from wmrl_env.sandboxes.processes import children, kill_until_gone
 from wmrl_env.sandboxes.seccomp import DENIED, SYSCALLS, denylist_program
 from wmrl_env.sandboxes.warm import WarmServer
 
@@ -36,7 +36,8 @@ from wmrl_env.sandboxes.warm import WarmServer
 CAPABILITY_BITS = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SETPCAP": 8, "CAP_SYS_ADMIN": 21}
 
 SPY = """
-import json, os
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
 report = {"status": {}, "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}
 for line in open("/proc/self/status"):
     name, _, value = line.partition(":")
@@ -46,24 +47,58 @@ try:
     report["pid1"] = open("/proc/1/cmdline", "rb").read().decode(errors="replace")
 except OSError as error:
     report["pid1"] = repr(error)
-json.dump(report, open("/jobs/spy.json", "w"))
+report["userns"] = os.readlink("/proc/self/ns/user")
+# swapon checks CAP_SYS_ADMIN in the initial user namespace before it looks at its path
+swapon = libc.syscall(SWAPON, b"/nonexistent-wmrl-swap", 0)
+report["swapon"] = "ok" if swapon == 0 else errno.errorcode[ctypes.get_errno()]
+json.dump(report, open("/jobs/out/spy.json", "w"))
 """
 
 
-def test_the_warm_preload_holds_only_the_hand_over_capabilities(tmp_path) -> None:
-    """A module the server imports (a compromised wheel) sees at import time: capabilities
-    within the four the hand-over needs, and its own PID namespace, not the host's."""
-    (tmp_path / "wmrl_spy.py").write_text(SPY)
+def _spy_on_the_preload(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """Start a warm server whose preload is a spy (a compromised wheel); the server's ready
+    message, what the spy saw at import time, and what the host sees of the server process
+    (its user namespace, its uids) while it runs."""
+    swapon = SYSCALLS["swapon"][os.uname().machine]
+    (tmp_path / "wmrl_spy.py").write_text(SPY.replace("SWAPON", str(swapon)))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out").chmod(0o777)  # the server may run as a uid that owns nothing here
     tmp_path.chmod(0o755)
     interpreter = Interpreter.inspect(sys.executable)
     environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/jobs", "LANG": "C.UTF-8"}
     server = WarmServer(interpreter, tmp_path, environment, ("wmrl_spy",))
     try:
         ready = server.ready()
+        # bwrap, its PID 1 of the server's namespace, the server (the one running Python)
+        tree = [server.process.pid]
+        for _ in range(2):
+            tree += [child for pid in tree for child in children(pid) if child not in tree]
+        [pid] = [p for p in tree if _argv0(p) == interpreter.executable]
+        host_view = {
+            "userns": os.readlink(f"/proc/{pid}/ns/user"),
+            "uid": _status_line(pid, "Uid"),
+            "gid": _status_line(pid, "Gid"),
+        }
     finally:
         server.stop()
+    report = json.loads((tmp_path / "out" / "spy.json").read_text())
+    return ready, report, host_view
+
+
+def _argv0(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+
+
+def _status_line(pid: int, field: str) -> str:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return next(line.split(":", 1)[1].strip() for line in lines if line.startswith(field + ":"))
+
+
+def test_the_warm_preload_holds_only_the_hand_over_capabilities(tmp_path) -> None:
+    """A module the server imports (a compromised wheel) sees at import time: capabilities
+    within the four the hand-over needs, and its own PID namespace, not the host's."""
+    ready, report, _ = _spy_on_the_preload(tmp_path)
     assert ready["imported"] == ["wmrl_spy"], ready
-    report = json.loads((tmp_path / "spy.json").read_text())
     allowed = sum(1 << CAPABILITY_BITS[name] for name in SERVER_CAPABILITIES)
     assert set(SERVER_CAPABILITIES) <= set(CAPABILITY_BITS)
     for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -73,6 +108,20 @@ def test_the_warm_preload_holds_only_the_hand_over_capabilities(tmp_path) -> Non
     assert report["pid1"] != host_init, report["pid1"]
     assert "bwrap" in report["pid1"]  # PID 1 of its namespace is bubblewrap's
     assert len(report["pids"]) <= 3, report["pids"]  # bwrap, the server: no host process
+
+
+def test_the_warm_server_holds_no_capability_outside_its_own_user_namespace(tmp_path) -> None:
+    """Started by root or not, the server imports its preload in a user namespace that is not
+    the host's, as a uid that is not root outside it: its capabilities count there only
+    (``swapon``, which asks for CAP_SYS_ADMIN in the initial namespace, is refused)."""
+    ready, report, host_view = _spy_on_the_preload(tmp_path)
+    assert ready["imported"] == ["wmrl_spy"], ready
+    assert host_view["userns"] == report["userns"]
+    assert host_view["userns"] != os.readlink("/proc/self/ns/user"), host_view
+    # real, effective, saved and file-system ids, as the host sees them: none is root
+    assert "0" not in host_view["uid"].split() + host_view["gid"].split(), host_view
+    assert report["swapon"] == "EPERM", report
+    assert report["status"]["CapEff"] != 0  # it still holds the hand-over's, in its namespace
 
 
 def _docker_warm(**limits: Any) -> Any:
