@@ -284,11 +284,14 @@ def _execute(
         uid = lease.uid if lease else None
         copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
         seccomp = _seccomp_for(isolation)
-        prepare_workdir(workdir, job.program, inputs, copy=copy, uid=uid)
+        # a warm job without a uid of its own runs as its server's
+        owner = uid if uid is not None or server is None else server.uid_outside
+        prepare_workdir(workdir, job.program, inputs, copy=copy, uid=owner)
         max_processes = limits.max_processes
-        if uid is None and os.geteuid() != 0 and server is not None:
-            # inside the server's user namespace RLIMIT_NPROC counts that namespace's tasks:
-            # bwrap's PID 1, the server and the job's two forks before the program
+        if uid is None and server is not None:
+            # the job keeps the server's uid (its user namespace's root, never the host's):
+            # RLIMIT_NPROC also counts the server and the job's two forks before the program
+            # (and bwrap's PID 1, without root)
             max_processes += WARM_TASKS
         elif uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all the user's tasks
             max_processes += count_tasks(os.getuid())

@@ -115,6 +115,12 @@ class WarmServer:
         self._control = host
         self._ready: dict[str, Any] | None = None
 
+    @property
+    def uid_outside(self) -> int | None:
+        """The host uid the server (and a job that gets no uid of its own) runs as, when it is
+        not the caller's: the lease of a server started by root."""
+        return self._lease.uid if self._lease is not None else None
+
     def ready(self) -> dict[str, Any]:
         """Wait until the libraries are imported; what the server reported (``imported``,
         ``failed``, ``preloaded_bytes``). Raises :class:`WarmServerError` if it died."""

@@ -297,7 +297,11 @@ def _init(request: dict, streams: list[int]) -> None:
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     program = os.fork()
     if program == 0:
-        _run_program(request, streams)
+        try:
+            _run_program(request, streams)  # exits; returns only by raising, before main.py
+        except BaseException as error:  # fd 2 is the job's stderr once the streams are set
+            os.write(2, f"warm sandbox: the program could not start: {error!r}\n".encode())
+        os._exit(125)
     for fd in streams:
         os.close(fd)
     while True:  # reap orphans until the program itself ends
