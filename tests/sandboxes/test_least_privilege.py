@@ -14,10 +14,12 @@ runs them again as an unprivileged user, where jobs keep the caller's uid.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +31,7 @@ from sandbox_testing import assert_denylist_applied, syscall_probe
 from wmrl_env.sandboxes import Job, LocalSandbox
 from wmrl_env.sandboxes.isolation import SERVER_CAPABILITIES, Interpreter
 from wmrl_env.sandboxes.processes import children, kill_until_gone
-from wmrl_env.sandboxes.seccomp import DENIED, SYSCALLS, denylist_program
+from wmrl_env.sandboxes.seccomp import DENIED, SYSCALLS, denylist_program, server_program
 from wmrl_env.sandboxes.warm import WarmServer
 
 # linux/capability.h
@@ -236,6 +238,56 @@ def test_the_filter_is_well_formed_for_both_architectures() -> None:
     assert {"unshare", "setns", "io_uring_setup", "keyctl", "bpf", "ptrace"} <= DENIED
     with pytest.raises(ValueError, match="riscv64"):
         denylist_program("riscv64")
+
+
+def _run_filter(program: bytes, arch: int, number: int, arg0: int = 0) -> int:
+    """What a classic-BPF seccomp ``program`` answers for one call (the instructions the
+    filters use: load a word of ``seccomp_data``, jump if equal / greater or equal / any bit
+    set, return)."""
+    data = struct.pack("<iIQ6Q", number, arch, 0, arg0, 0, 0, 0, 0, 0)
+    instructions = [struct.unpack("<HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    accumulator, pc = 0, 0
+    while True:
+        code, jump_true, jump_false, k = instructions[pc]
+        pc += 1
+        if code == 0x20:  # BPF_LD | BPF_W | BPF_ABS
+            accumulator = struct.unpack_from("<I", data, k)[0]
+        elif code == 0x06:  # BPF_RET | BPF_K
+            return k
+        else:
+            taken = {0x15: accumulator == k, 0x35: accumulator >= k, 0x45: accumulator & k}[code]
+            pc += jump_true if taken else jump_false
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_docker_warm_servers_filter_refuses_user_namespaces_only(machine) -> None:
+    """The filter a warm Docker container's first process installs under its server: no user
+    namespace, no performance counters, no other ABI, clone3 unknown; the namespaces each
+    job needs, mounts and ordinary calls allowed."""
+    table = {name: numbers[machine] for name, numbers in SYSCALLS.items() if machine in numbers}
+    program = server_program(machine)
+    arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}[machine]
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    new_user, job_namespaces = 0x10000000, 0x00020000 | 0x20000000 | 0x08000000
+    answers = {
+        ("unshare", new_user): eperm,
+        ("unshare", new_user | job_namespaces): eperm,
+        ("unshare", job_namespaces): allow,
+        ("clone", new_user | 17): eperm,
+        ("clone", 17): allow,
+        ("clone3", 0): enosys,
+        ("perf_event_open", 0): eperm,
+        ("mount", 0): allow,
+        ("setns", 0): allow,
+    }
+    for (name, arg0), expected in answers.items():
+        assert _run_filter(program, arch, table[name], arg0) == expected, (name, hex(arg0))
+    assert _run_filter(program, 0x40000003, 5) == eperm  # i386
+    if machine == "x86_64":
+        assert _run_filter(program, arch, 0x40000000 | 1) == eperm  # x32
+    # the jobs' denylist, read the same way, refuses what the server may do
+    for name in ("unshare", "mount", "setns"):
+        assert _run_filter(denylist_program(machine), arch, table[name], 0) == eperm
 
 
 def test_the_non_root_pass_is_not_root() -> None:

@@ -55,7 +55,7 @@ from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.pool import Cancellation
-from wmrl_env.sandboxes.seccomp import job_denylist
+from wmrl_env.sandboxes.seccomp import job_denylist, server_program
 from wmrl_env.sandboxes.warm import WarmServer, WarmServerError, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
@@ -148,6 +148,7 @@ class DockerWarmServer(WarmServer):
             f"{warm_init.CONTROL_DIR}/control.sock",
             Path(warm_server.__file__).read_text(encoding="utf-8"),
             ",".join(spec.preload),
+            server_program().hex(),
         ]
         self.container = spec.client.containers.create(
             spec.image,
