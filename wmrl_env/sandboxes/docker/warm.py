@@ -3,14 +3,18 @@ forks a fresh process per job.
 
 A cold Docker job pays for a new container and for a Python that imports its libraries
 before the program runs. Here each worker keeps one container whose first process
-(:mod:`~wmrl_env.sandboxes.docker_warm_init`) starts the local warm pool's server
+(:mod:`~wmrl_env.sandboxes.docker.warm_init`) starts the local warm pool's server
 (:mod:`~wmrl_env.sandboxes.warm_server`: the same job protocol, the same per-job isolation:
 new mount, PID and IPC namespaces, the job's own work directory at ``/job``, an
-unprivileged uid, no capability, no new privileges). The container keeps what a cold one
-has (no network, a read-only root, memory / CPU / process limits, rlimits, Docker's seccomp
-profile) and holds only the capabilities the hand-over needs (:data:`WARM_CAPABILITIES`),
-none of which a job keeps. ``/dev/shm`` and ``/dev/mqueue`` are read-only and empty, so no
-job leaves anything there for the next.
+unprivileged uid, no capability, no new privileges, and the local jobs' seccomp denylist,
+:mod:`~wmrl_env.sandboxes.seccomp`). The container keeps what a cold one has (no network, a
+read-only root, memory / CPU / process limits, rlimits, Docker's seccomp profile) and holds
+only the capabilities the hand-over needs (:data:`WARM_CAPABILITIES`), none of which a job
+keeps. Docker's profile is laxer for a container that holds ``CAP_SYS_ADMIN`` (it then allows
+``setns``, ``mount``, ``bpf``, ...), so each job's program installs the denylist itself, as a
+local warm job does; the container's first process adds a filter of its own for the server.
+``/dev/shm`` and ``/dev/mqueue`` are read-only and empty, so no job leaves anything there for
+the next.
 
 A job's files travel through a host directory bound at ``/jobs`` (each job sees only its
 own, at ``/job``); the host reads the declared outputs back with the local sandbox's reader,
@@ -43,13 +47,15 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_env.executors.base import ExecResult
-from wmrl_env.sandboxes import docker_warm_init, warm_server
-from wmrl_env.sandboxes.docker_sandbox import JOB_DIR, check_engine, oom_killed
+from wmrl_env.sandboxes import warm_server
+from wmrl_env.sandboxes.docker import warm_init
+from wmrl_env.sandboxes.docker.engine import JOB_DIR, check_engine, oom_killed
 from wmrl_env.sandboxes.isolation import SERVER_CAPABILITIES
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.outcome import ProcessOutcome
 from wmrl_env.sandboxes.pool import Cancellation
+from wmrl_env.sandboxes.seccomp import job_denylist, server_program
 from wmrl_env.sandboxes.warm import WarmServer, WarmServerError, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
@@ -138,10 +144,11 @@ class DockerWarmServer(WarmServer):
         command = [
             "python3",
             "-c",
-            Path(docker_warm_init.__file__).read_text(encoding="utf-8"),
-            f"{docker_warm_init.CONTROL_DIR}/control.sock",
+            Path(warm_init.__file__).read_text(encoding="utf-8"),
+            f"{warm_init.CONTROL_DIR}/control.sock",
             Path(warm_server.__file__).read_text(encoding="utf-8"),
             ",".join(spec.preload),
+            server_program().hex(),
         ]
         self.container = spec.client.containers.create(
             spec.image,
@@ -157,7 +164,7 @@ class DockerWarmServer(WarmServer):
             },
             mounts=[
                 mount(warm_server.JOBS_DIR, str(spec.jobs_dir), type="bind"),
-                mount(docker_warm_init.CONTROL_DIR, str(self._control_dir), type="bind"),
+                mount(warm_init.CONTROL_DIR, str(self._control_dir), type="bind"),
             ],
             environment=dict(spec.environment),
             **spec.options,
@@ -340,7 +347,14 @@ class DockerWarmPool:
         try:
             _prepare(workdir, job)
             environment = self.spec.environment
-            request = {"dir": workdir.name, "uid": JOB_UID, "env": environment, "limits": {}}
+            seccomp = job_denylist()
+            request = {
+                "dir": workdir.name,
+                "uid": JOB_UID,
+                "env": environment,
+                "limits": {},
+                "seccomp": seccomp.hex() if seccomp else None,
+            }
             server.run(
                 request,
                 outcome,
