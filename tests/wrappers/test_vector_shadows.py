@@ -140,3 +140,23 @@ def test_bad_shadows_are_refused():
     shadow = AnchorShadow("closed", pull_in, keep_noise=True)
     with pytest.raises(ValueError, match="as many real states as actions"):
         shadow.scores(PointMassModel(), [np.zeros((2, 1))], [np.zeros((1, 1))], max_steps=3)
+
+
+def test_ppi_on_a_multi_step_task_is_refused_with_the_open_shadow():
+    """The open shadow's score replays the real actions: not a world-model member's kind of
+    score, so PPI's correction would be biased; the closed shadow is accepted."""
+    ppi = RewardFusion(method="ppi", anchor_fraction=0.5, seed=0)
+    with pytest.raises(ValueError, match="'ppi' on a multi-step task needs shadow='closed'"):
+        WorldModelVectorEnv(PointMassEnv, PointMassModel(), M, G, ppi, max_episode_steps=T)
+    envs = WorldModelVectorEnv(
+        PointMassEnv,
+        PointMassModel(),
+        M,
+        G,
+        ppi,
+        executor="inline",
+        max_episode_steps=T,
+        shadow="closed",
+        imagination_policy=pull_in,
+    )
+    envs.close()
