@@ -160,3 +160,67 @@ def test_ppi_on_a_multi_step_task_is_refused_with_the_open_shadow():
         imagination_policy=pull_in,
     )
     envs.close()
+
+
+class FromOne(PointMassEnv):
+    """The point mass, always started at 1 (the round-to-round spread left to the noise)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._x = np.array([1.0], np.float32)
+        return self._x.copy(), {}
+
+
+def halfway(observations):
+    return (-0.5 * np.asarray(observations)).astype(np.float32)
+
+
+@pytest.mark.filterwarnings("ignore::wmrl_env.fusion.RewardHackingWarning")
+def test_the_closed_shadow_scores_like_a_world_model_member_where_real_episodes_end_first():
+    """PPI needs an anchor's closed shadow to be distributed as a world-model member's score.
+    Real episodes here mostly end before the limit (|x| < 0.1) while the sluggish model's go
+    on; a shadow played by the policy's mean after the real end lacks the noise a member's
+    actions carry (E[shadow - member] was +0.18 +- 0.03 over 800 rounds); with the noise of
+    the learner's actions on the ended episodes it is 0 within the Monte-Carlo error."""
+    rng = np.random.default_rng(1)
+    envs = WorldModelVectorEnv(
+        FromOne,
+        Sluggish(),
+        num_groups=4,
+        group_size=4,
+        fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0),
+        executor="inline",
+        max_episode_steps=8,
+        shadow="closed",
+        imagination_policy=halfway,
+    )
+    gaps, early = [], []
+    for seed in range(600):
+        obs, reset_info = envs.reset(seed=seed)
+        anchors = reset_info["is_anchor"]
+        while True:
+            noisy = halfway(obs) + rng.normal(0, 0.5, obs.shape)
+            obs, _, terminated, truncated, info = envs.step(np.clip(noisy, -1, 1))
+            if (terminated | truncated).all():
+                break
+        gaps.append(info["wm_score"][anchors].mean() - info["wm_score"][~anchors].mean())
+        early.append(np.mean(info["episode_length"][anchors] < 8))
+    envs.close()
+    gaps = np.array(gaps)
+    assert np.mean(early) > 0.5  # the case in question: real episodes end first
+    se = gaps.std(ddof=1) / np.sqrt(gaps.size)
+    assert abs(gaps.mean()) < 4 * se, f"E[shadow - member] = {gaps.mean():+.3f} +- {se:.3f}"
+
+
+def test_the_shadow_takes_its_noise_past_the_real_episode_from_spare_then_pool():
+    """One real step; the imagined episode goes on for two more: step 1 takes the spare
+    action's noise, step 2 a draw from the pool."""
+    shadow = AnchorShadow("closed", lambda obs: np.zeros_like(obs), keep_noise=True)
+    walk = PointMassModel()
+    states, actions = [np.array([[5.0]])], [np.array([[0.5]])]
+    spare = [(np.array([[9.0]]), np.array([[0.25]]))]
+    pool = (np.array([[9.0]]), np.array([[0.125]]))
+    (score,), _ = shadow.scores(walk, states, actions, 3, spare=spare, pool=pool)
+    assert score == pytest.approx(-(5.5 + 5.75 + 5.875))
+    (alone,), _ = shadow.scores(walk, states, actions, 3)
+    assert alone == pytest.approx(-(5.5 + 5.5 + 5.5))  # the policy's mean (0) alone
