@@ -81,7 +81,7 @@ def sample_record(
         wm_valid=wm_valid,
         real_score=outcome.real_score,
         failed=outcome.failed,
-        is_anchor=outcome.is_anchor,
+        is_anchor=sample.drawn or outcome.is_anchor,  # a drawn group is anchored whole
         # a forced member's 1; elsewhere its group's draw
         inclusion_probability=outcome.inclusion_probability
         if outcome.is_anchor
