@@ -135,9 +135,9 @@ def make_batch(tokenizer, step: int, responses: list[str], targets: list[int]):
 
 def step_inputs(step: int):
     """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program, a
-    known failure and an invalid prediction (forced: pi = 1), the first non-anchor group an invalid prediction of a program that runs,
-    one of a program that crashes, and a known failure, all chosen from verl_setup's anchor
-    draw."""
+    known failure and an invalid prediction (forced: pi = 1), the first non-anchor group an
+    invalid prediction of a program that runs, one of a program that crashes, and a known
+    failure, all chosen from verl_setup's anchor draw."""
     import verl_setup
 
     from wmrl_env.integrations.verl import anchor_draw
