@@ -255,6 +255,28 @@ class PointMassModel:
         return StepPrediction(nxt.astype(np.float32), rewards, distance < 0.1)
 
 
+class Sluggish(PointMassModel):
+    """The point mass moving half as far as it really does."""
+
+    def predict_step(self, observations, actions):
+        step = super().predict_step(observations, 0.5 * np.asarray(actions))
+        return StepPrediction(step.next_observations, step.rewards, step.terminations)
+
+
+class FromOne(PointMassEnv):
+    """The point mass, always started at 1 (the round-to-round spread left to the noise)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._x = np.array([1.0], np.float32)
+        return self._x.copy(), {}
+
+
+def halfway(observations):
+    """A policy's mean action: half the way back to 0."""
+    return (-0.5 * np.asarray(observations)).astype(np.float32)
+
+
 TIMING_KEYS = frozenset({"exec_seconds", "wm_seconds", "real_wall_seconds", "real_exec_seconds"})
 
 

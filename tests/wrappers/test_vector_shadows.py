@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from testing_env import BanditEnv, BanditWorldModel, PointMassEnv, PointMassModel
+from testing_env import (
+    BanditEnv,
+    BanditWorldModel,
+    FromOne,
+    PointMassEnv,
+    PointMassModel,
+    Sluggish,
+    halfway,
+)
 
 from wmrl_env import RewardFusion, WorldModelVectorEnv
-from wmrl_env.world_models.base import StepPrediction
 from wmrl_env.wrappers.shadows import AnchorShadow
 
 # a group's members play the same actions here: the debiasing's fit has one score to go on
 pytestmark = pytest.mark.filterwarnings("ignore:calibration falls back to identity")
 M, G, T = 2, 3, 6
 PUSH = 0.4  # the learner pushes every member away from 0: no episode ends before T
-
-
-class Sluggish(PointMassModel):
-    """The point mass moving half as far as it really does."""
-
-    def predict_step(self, observations, actions):
-        step = super().predict_step(observations, 0.5 * np.asarray(actions))
-        return StepPrediction(step.next_observations, step.rewards, step.terminations)
 
 
 def pull_in(observations):
@@ -160,19 +159,6 @@ def test_ppi_on_a_multi_step_task_is_refused_with_the_open_shadow():
         imagination_policy=pull_in,
     )
     envs.close()
-
-
-class FromOne(PointMassEnv):
-    """The point mass, always started at 1 (the round-to-round spread left to the noise)."""
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self._x = np.array([1.0], np.float32)
-        return self._x.copy(), {}
-
-
-def halfway(observations):
-    return (-0.5 * np.asarray(observations)).astype(np.float32)
 
 
 @pytest.mark.filterwarnings("ignore::wmrl_env.fusion.RewardHackingWarning")
