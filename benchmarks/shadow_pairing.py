@@ -22,11 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from testing_env import FromOne, Sluggish, halfway
-
-from wmrl_env import RewardFusion, WorldModelVectorEnv
-
-LIMIT = 8
+from testing_env import closed_shadow_gaps
 
 
 def main() -> None:
@@ -37,35 +33,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 2 or args.noise < 0:
         parser.error("--rounds must be >= 2 and --noise >= 0")
-    rng = np.random.default_rng(args.seed)
-    envs = WorldModelVectorEnv(
-        FromOne,
-        Sluggish(),
-        num_groups=4,
-        group_size=4,
-        fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0),
-        executor="inline",
-        max_episode_steps=LIMIT,
-        shadow="closed",
-        imagination_policy=halfway,
-    )
-    gaps, early = [], []
-    for seed in range(args.rounds):
-        obs, reset_info = envs.reset(seed=seed)
-        anchors = reset_info["is_anchor"]
-        while True:
-            noisy = halfway(obs) + rng.normal(0, args.noise, obs.shape)
-            obs, _, terminated, truncated, info = envs.step(np.clip(noisy, -1, 1))
-            if (terminated | truncated).all():
-                break
-        gaps.append(info["wm_score"][anchors].mean() - info["wm_score"][~anchors].mean())
-        early.append(np.mean(info["episode_length"][anchors] < LIMIT))
-    envs.close()
-    gaps = np.array(gaps)
+    gaps, early = closed_shadow_gaps(args.rounds, args.noise, args.seed)
     se = gaps.std(ddof=1) / np.sqrt(gaps.size)
     print(
         f"rounds {args.rounds}, noise {args.noise}: real episodes ending before the limit "
-        f"{np.mean(early):.2f}; E[closed shadow - member] = {gaps.mean():+.4f} +- {se:.4f}"
+        f"{early:.2f}; E[closed shadow - member] = {gaps.mean():+.4f} +- {se:.4f}"
     )
 
 

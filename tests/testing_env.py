@@ -277,6 +277,42 @@ def halfway(observations):
     return (-0.5 * np.asarray(observations)).astype(np.float32)
 
 
+def closed_shadow_gaps(
+    rounds: int, noise: float = 0.5, seed: int = 1, limit: int = 8
+) -> tuple[np.ndarray, float]:
+    """Per round of 4 groups of 4 (anchor fraction 0.5) on :class:`FromOne` with a
+    :class:`Sluggish` model and a learner playing :func:`halfway` plus Gaussian ``noise``: the
+    anchors' mean closed-shadow score minus the world-model members' mean score; and the
+    share of anchors' real episodes that ended before ``limit``."""
+    from wmrl_env import RewardFusion, WorldModelVectorEnv
+
+    rng = np.random.default_rng(seed)
+    envs = WorldModelVectorEnv(
+        FromOne,
+        Sluggish(),
+        num_groups=4,
+        group_size=4,
+        fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0),
+        executor="inline",
+        max_episode_steps=limit,
+        shadow="closed",
+        imagination_policy=halfway,
+    )
+    gaps, early = [], []
+    for round_seed in range(rounds):
+        obs, reset_info = envs.reset(seed=round_seed)
+        anchors = reset_info["is_anchor"]
+        while True:
+            noisy = halfway(obs) + rng.normal(0, noise, obs.shape)
+            obs, _, terminated, truncated, info = envs.step(np.clip(noisy, -1, 1))
+            if (terminated | truncated).all():
+                break
+        gaps.append(info["wm_score"][anchors].mean() - info["wm_score"][~anchors].mean())
+        early.append(np.mean(info["episode_length"][anchors] < limit))
+    envs.close()
+    return np.array(gaps), float(np.mean(early))
+
+
 TIMING_KEYS = frozenset({"exec_seconds", "wm_seconds", "real_wall_seconds", "real_exec_seconds"})
 
 
