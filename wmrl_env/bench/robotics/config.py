@@ -127,6 +127,11 @@ class RobotBenchConfig:
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.shadow == "open" and "ppi" in self.arms:
+            raise ValueError(
+                "the ppi arm needs the closed shadow: the open one pairs each real episode with "
+                "a replay of its own chunks, which biases PPI's correction"
+            )
         for name in (
             "seeds",
             "iterations",
