@@ -41,20 +41,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.fusion.advantages import SCALINGS, AdvantageScaling, group_advantages
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
-from wmrl_env.fusion.calibration import CalibrationUpdate, OnlineCalibrator
-from wmrl_env.fusion.gate import WorldModelGate
+from wmrl_env.fusion.calibration import OnlineCalibrator
+from wmrl_env.fusion.gate import HORIZON, WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights, within_group_variances
 from wmrl_env.fusion.monitor import GapMonitor, GapReading
-from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
+from wmrl_env.fusion.outputs import AnchorFit, FusionOutput, step_metrics
+from wmrl_env.fusion.ppi import power_tuned_lambda
+from wmrl_env.fusion.rewards import at_natural_level, fused_rewards, natural_rewards
 from wmrl_env.fusion.selection import AnchorRecord
+from wmrl_env.fusion.validation import check_length, validate_step
+
+__all__ = ["METHODS", "AnchorFit", "FusionOutput", "RewardFusion"]
 
 METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
 CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
@@ -64,69 +68,6 @@ GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anch
 MONITORED_METHODS = tuple(method for method in METHODS if method != "real")
 GATES: tuple[str, ...] = ("evidence", "off")
 GATE_STDS: tuple[str, ...] = ("wls", "ignore")
-
-
-@dataclass(frozen=True)
-class FusionOutput:
-    """The result of one :meth:`RewardFusion.step`; arrays have one entry per trajectory.
-
-    Attributes:
-        rewards: the fused reward ``x`` (NaN for failed executions).
-        advantages: group-centred, scaled ``x``, multiplied by ``weights`` (0 when failed).
-        weights: positive fusion weights with mean 1, already folded into ``advantages``.
-        calibrated: the calibrated world-model score ``f(s)`` (NaN where ``s`` is invalid).
-        is_anchor: whether the trajectory's group was executed for real.
-        inclusion: the inclusion probability of each anchor's group (NaN elsewhere).
-        kappa: the smoothed variance ratio in use.
-        metrics: diagnostics for logging (see :meth:`RewardFusion.step`).
-    """
-
-    rewards: np.ndarray
-    advantages: np.ndarray
-    weights: np.ndarray
-    calibrated: np.ndarray
-    is_anchor: np.ndarray
-    inclusion: np.ndarray
-    kappa: float
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AnchorFit:
-    """What :meth:`RewardFusion.observe_anchors` learnt from one step's anchor pairs.
-
-    Attributes:
-        update: the calibrator's update (``None`` for a fusion that does not calibrate).
-        cross_fitted: per pair, ``f_{-fold}(s)`` (NaN where no out-of-sample map existed).
-        known: per pair, whether ``cross_fitted`` is known.
-        variances: pooled ``(sigma2_e, sigma2_r, dof)`` of the known pairs.
-        gap: mean ``cross_fitted - real`` over the known pairs (NaN when none).
-        monitor: the reward-hacking monitor's reading after this gap.
-    """
-
-    update: CalibrationUpdate | None
-    cross_fitted: np.ndarray
-    known: np.ndarray
-    variances: tuple[float, float, int]
-    gap: float
-    monitor: GapReading
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """A validated step input."""
-
-    groups: GroupIndex
-    wm: np.ndarray | None
-    real: np.ndarray
-    failed: np.ndarray
-    wm_valid: np.ndarray
-    is_anchor: np.ndarray
-    pi: np.ndarray
-    clusters: np.ndarray | None = None
-    screened: np.ndarray | None = None
-    wm_std: np.ndarray | None = None
-    known_scores: np.ndarray | None = None  # per trajectory: outcomes known without a draw
 
 
 class RewardFusion:
@@ -151,11 +92,14 @@ class RewardFusion:
             (:class:`WorldModelGate`), 0 without clear evidence. ``"off"``: ``wmrl`` uses
             ``lam = 1`` and ``ppi`` the slope of the current step alone (the earlier design).
         gate_decay, gate_alpha: the gate's weight per step of age and one-sided level.
+        gate_horizon: steps without new anchor evidence over which the gate's weight falls
+            linearly to 0 (``None``: it holds).
         gate_std: ``"wls"`` (default): when :meth:`step` gets the world model's ``wm_std``,
-            the gate's slope is fitted by weighted least squares, each anchor pair weighed by
+            the gate also fits the precision-weighted slope, each anchor pair weighed by
             ``(median sigma^2 / sigma^2) ** beta`` with ``beta`` in ``[0, 1]`` learnt from
-            earlier anchors (0 when the std says nothing about the errors;
-            :mod:`~wmrl_env.fusion.precision`); ``"ignore"``: the unweighted slope.
+            earlier anchors (:mod:`~wmrl_env.fusion.precision`), reported as
+            ``gate.weighted_estimate``; the weight stays the unweighted slope's, the one whose
+            never-worse range holds whatever the std says. ``"ignore"``: no weighted slope.
         monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
         centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
             one, e.g. a single-env wrapper).
@@ -178,6 +122,7 @@ class RewardFusion:
         wm_gate: str = "evidence",
         gate_decay: float = 0.95,
         gate_alpha: float = 0.05,
+        gate_horizon: int | None = HORIZON,
         gate_std: str = "wls",
         monitor_window: int = 16,
         monitor_alpha: float = 0.001,
@@ -215,7 +160,7 @@ class RewardFusion:
         self.kappa_estimator = KappaEstimator(
             kappa_max=kappa_max, smoothing=kappa_smoothing, centre=centre_groups
         )
-        self.gate = WorldModelGate(decay=gate_decay, alpha=gate_alpha)
+        self.gate = WorldModelGate(decay=gate_decay, alpha=gate_alpha, horizon=gate_horizon)
         self.monitor = GapMonitor(window=monitor_window, alpha=monitor_alpha)
         self.step_lambda = 1.0  # wm_gate="off", ppi: the last per-step power-tuned lambda
         self.step_count = 0
@@ -262,7 +207,7 @@ class RewardFusion:
             priorities = None
             if group_priorities is not None:
                 per_trajectory = np.asarray(group_priorities, dtype=np.float64)
-                _check_length("group_priorities", per_trajectory, groups.inverse.size)
+                check_length("group_priorities", per_trajectory, groups.inverse.size)
                 priorities = groups.mean(per_trajectory)
                 if not np.allclose(groups.broadcast(priorities), per_trajectory):
                     raise ValueError("group_priorities must be constant within each group")
@@ -354,7 +299,9 @@ class RewardFusion:
         ``hacking_alarm`` (1 while the gap trends upward beyond its noise) and
         ``reward_mean``.
         """
-        batch = self._validate(
+        batch = validate_step(
+            self.method,
+            self._record,
             group_ids,
             wm_scores,
             real_scores,
@@ -402,14 +349,14 @@ class RewardFusion:
         # PPI's rectifier: the prior map (exact), else the cross-fitted prediction where fitted
         rectifier = calibrated if exact_ppi else np.where(fitted, cross_fitted, calibrated)
 
-        rewards = self._rewards(batch, calibrated, rectifier, lam)
+        rewards = fused_rewards(self.method, batch, calibrated, rectifier, lam)
         if self.method in WEIGHTED_METHODS:
             weights = fusion_weights(batch.is_anchor, self.kappa_estimator.kappa)
         else:
             weights = np.ones(batch.real.shape)
-        scale_from = self._natural_rewards(batch, calibrated)
+        scale_from = natural_rewards(self.method, batch, calibrated)
         if self.method == "wmrl":
-            rewards = self._at_natural_level(rewards, scale_from, batch.groups, ~known_outcome)
+            rewards = at_natural_level(rewards, scale_from, batch, ~known_outcome)
         rewards = np.where(known_outcome, batch.known_scores, rewards)
         if scale_from is not None:
             scale_from = np.where(known_outcome, batch.known_scores, scale_from)
@@ -420,7 +367,9 @@ class RewardFusion:
         residuals = batch.real[fitted] - cross_fitted[fitted]
         if self.method == "denoise":
             residuals = batch.real[pair] - batch.wm[pair]
-        metrics = self._metrics(batch, fit, residuals, rewards, lam)
+        metrics = step_metrics(
+            batch, fit, residuals, rewards, lam, self.step_count, self.kappa_estimator, self.gate
+        )
         return FusionOutput(
             rewards=rewards,
             advantages=advantages,
@@ -512,300 +461,3 @@ class RewardFusion:
         self._rng.bit_generator.state = state["rng"]
         record = state["record"]
         self._record = None if record is None else AnchorRecord.from_state_dict(record)
-
-    # ------------------------------------------------------------------ internals
-    def _rewards(
-        self, batch: _Batch, calibrated: np.ndarray, rectifier: np.ndarray, lam: float
-    ) -> np.ndarray:
-        real = np.where(batch.failed, np.nan, batch.real)
-        if self.method == "real":
-            return real
-        if self.method == "wm":
-            return batch.wm.copy()
-        if self.method == "ppi":
-            rewards = rectified_rewards(calibrated, rectifier, real, batch.is_anchor, batch.pi, lam)
-            # an anchor whose world-model score is invalid has nothing to rectify with
-            return np.where(batch.is_anchor & ~batch.wm_valid, real / batch.pi, rewards)
-        wm_stream = batch.wm if self.method == "denoise" else calibrated
-        if self.method == "wmrl":  # the shrunk prediction lam * f~ (level set later) ...
-            shrunk = lam * wm_stream
-            if batch.screened.any():  # ... beside real scores: at its group's level
-                groups, valid = batch.groups, ~np.isnan(wm_stream)
-                level = groups.broadcast(groups.mean(np.where(valid, wm_stream, 0.0), valid))
-                partial = groups.broadcast(groups.count(batch.screened) > 0)
-                shrunk = np.where(partial, level + lam * (wm_stream - level), shrunk)
-            wm_stream = shrunk
-        return np.where(batch.is_anchor, real, wm_stream)
-
-    @staticmethod
-    def _at_natural_level(
-        rewards: np.ndarray, natural: np.ndarray | None, groups: GroupIndex, members: np.ndarray
-    ) -> np.ndarray:
-        """Each group's rewards moved to the level of its natural rewards (real mean on
-        anchors, calibrated mean elsewhere), deviations kept: ``wmrl``'s world-model groups
-        get ``mean_g f + lam (f - mean_g f)``, so a critic or ``reward_mean`` sees scores on
-        the real scale. Group-centred advantages are unchanged. (``ppi`` keeps its rewards,
-        unbiased per trajectory over the draw, whose anchor levels swing by ``1 / pi``.)
-        Only ``members`` (those without a known outcome) are moved, over their own mean."""
-        if natural is None:
-            return rewards
-        valid = ~np.isnan(rewards) & members
-        level = groups.broadcast(groups.mean(natural, ~np.isnan(natural) & members))
-        moved = groups.centre(rewards, valid) + level
-        return np.where(valid & np.isfinite(level), moved, rewards)
-
-    def _natural_rewards(self, batch: _Batch, calibrated: np.ndarray) -> np.ndarray | None:
-        """The rewards whose spread sets the batch scale of the advantages: real on anchors,
-        the (calibrated) world model elsewhere — neither ``1 / pi`` nor the gate rescales
-        them, so neither changes the size of a world-model group's advantages."""
-        if self.method in ("real", "wm"):
-            return None
-        real = np.where(batch.failed, np.nan, batch.real)
-        wm_stream = batch.wm if self.method == "denoise" else calibrated
-        return np.where(batch.is_anchor, real, wm_stream)
-
-    def _metrics(
-        self,
-        batch: _Batch,
-        fit: AnchorFit | None,
-        residuals: np.ndarray,
-        rewards: np.ndarray,
-        lam: float,
-    ) -> dict[str, Any]:
-        anchor_groups = int(batch.groups.count(batch.is_anchor).astype(bool).sum())
-        estimator = self.kappa_estimator
-        update = fit.update if fit is not None else None
-        nan = float("nan")
-        residual_var, real_var, _ = fit.variances if fit is not None else (nan, nan, 0)
-        monitor = fit.monitor if fit is not None else GapReading(nan, nan, False)
-        return {
-            "step": self.step_count,
-            "n_groups": batch.groups.num_groups,
-            "n_anchor_groups": anchor_groups,
-            "n_anchor_trajectories": int(batch.is_anchor.sum()),
-            "n_failed": int(batch.failed.sum()),
-            "n_wm_invalid": int((~batch.wm_valid).sum()),
-            "n_known": int((~np.isnan(batch.known_scores)).sum()),
-            "n_pairs": update.n_pairs if update else 0,
-            "spearman": update.spearman if update else nan,
-            "calibration_fallback": update.fallback if update else "previous",
-            "calibration_reason": update.reason if update else "no calibration",
-            "residual_mse": float(np.mean(residuals**2)) if residuals.size else nan,
-            "residual_var": residual_var,
-            "real_var": real_var,
-            "kappa": estimator.kappa,
-            "kappa_raw": estimator.raw,
-            "wm_weight": lam,
-            "wm_weight_estimate": self.gate.estimate,
-            "wm_weight_se": self.gate.standard_error,
-            "wm_weight_dof": self.gate.dof,
-            "gate_clusters": self.gate.num_clusters,
-            "anchor_gap": fit.gap if fit is not None else nan,
-            "anchor_gap_trend": monitor.trend,
-            "anchor_gap_trend_t": monitor.t_statistic,
-            "hacking_alarm": int(monitor.alarm),
-            "reward_mean": float(np.nanmean(rewards)) if (~np.isnan(rewards)).any() else 0.0,
-        }
-
-    def _validate(
-        self,
-        group_ids: Sequence[Any] | np.ndarray,
-        wm_scores: np.ndarray | None,
-        real_scores: np.ndarray,
-        failed: np.ndarray | None,
-        wm_valid: np.ndarray | None,
-        inclusion_probabilities: np.ndarray | None,
-        clusters: Sequence[Any] | np.ndarray | None = None,
-        screened: np.ndarray | None = None,
-        wm_std: np.ndarray | None = None,
-        known_scores: np.ndarray | None = None,
-    ) -> _Batch:
-        groups = GroupIndex.from_ids(group_ids)
-        n = groups.inverse.size
-        cluster_labels = None
-        if clusters is not None:
-            labels = list(clusters)
-            if len(labels) != n:
-                raise ValueError(f"clusters has {len(labels)} entries, expected {n} like group_ids")
-            cluster_labels = np.empty(n, dtype=object)
-            for i, label in enumerate(labels):
-                cluster_labels[i] = label
-        real = _as_float("real_scores", real_scores, n)
-        if np.isinf(real).any():
-            raise ValueError(
-                f"real_scores has inf at index {int(np.flatnonzero(np.isinf(real))[0])}"
-            )
-        failed = _as_bool("failed", failed, n, default=False)
-        if (failed & ~np.isnan(real)).any():
-            index = int(np.flatnonzero(failed & ~np.isnan(real))[0])
-            raise ValueError(f"trajectory {index} is marked failed but has a real score")
-        known = np.full(n, np.nan)
-        if known_scores is not None:
-            known = _as_float("known_scores", known_scores, n)
-            if np.isinf(known).any():
-                raise ValueError(
-                    f"known_scores has inf at index {int(np.flatnonzero(np.isinf(known))[0])}"
-                )
-        is_known = ~np.isnan(known)
-        both = is_known & (~np.isnan(real) | failed)
-        if both.any():
-            raise ValueError(
-                f"trajectory {int(np.flatnonzero(both)[0])} has a known score and a real score "
-                "(or failed=True): pass its outcome once, as one or the other"
-            )
-        wm_valid = _as_bool("wm_valid", wm_valid, n, default=True)
-        std = None
-        if wm_std is not None:
-            std = _as_float("wm_std", wm_std, n)
-            with np.errstate(invalid="ignore"):
-                bad_std = wm_valid & ~(np.isfinite(std) & (std >= 0))
-            if bad_std.any():
-                raise ValueError(
-                    f"wm_std has {int(bad_std.sum())} NaN/inf/negative values where the "
-                    f"prediction is valid (first at index {int(np.flatnonzero(bad_std)[0])}); "
-                    "mark such predictions with wm_valid=False"
-                )
-        wm = None
-        if wm_scores is None:
-            if self.method != "real":
-                raise ValueError(f"method {self.method!r} needs wm_scores")
-        else:
-            wm = _as_float("wm_scores", wm_scores, n)
-            bad = wm_valid & ~np.isfinite(wm)
-            if bad.any():
-                raise ValueError(
-                    f"wm_scores has {int(bad.sum())} NaN/inf values (first at index "
-                    f"{int(np.flatnonzero(bad)[0])}); mark garbage predictions with wm_valid=False"
-                )
-
-        executed = ~np.isnan(real) | failed
-        screened = self._screened(screened, n, executed)
-        executed_per_group = groups.count(executed)
-        anchored = executed_per_group > 0
-        partial = anchored & (groups.count(executed | screened | is_known) < groups.sizes)
-        if partial.any():
-            raise ValueError(
-                f"group {groups.ids[np.flatnonzero(partial)[0]]!r} has real scores on some "
-                "members and NaN on others; mark failed executions with failed=True (and "
-                "members left out by screening with screened=True)"
-            )
-        is_anchor = groups.broadcast(anchored) & ~screened
-        if self.method == "real" and (~is_anchor & ~is_known).any():
-            raise ValueError("method 'real' needs a real score (or failed=True) for every group")
-        if self.method != "real" and (~wm_valid & ~is_anchor & ~is_known).any():
-            raise ValueError(
-                "a world-model prediction marked invalid (wm_valid=False) is in a group that "
-                "was not executed: execute that group for real (or pass its known_scores)"
-            )
-        all_known = groups.count(is_known) == groups.sizes
-        pi = self._inclusion(
-            group_ids, groups, anchored, inclusion_probabilities, is_anchor, all_known
-        )
-        if self.method == "ppi" and not (pi[screened] > 0).all():
-            raise ValueError(
-                "ppi needs every member of an anchor group to have a chance of execution: "
-                "members screened out with probability 0 (screening='top') leave the group "
-                "mean without an unbiased correction; screen with 'pps'"
-            )
-        return _Batch(
-            groups,
-            wm,
-            real,
-            failed,
-            wm_valid,
-            is_anchor,
-            pi,
-            cluster_labels,
-            screened=screened,
-            wm_std=std,
-            known_scores=known,
-        )
-
-    def _screened(self, given: np.ndarray | None, n: int, executed: np.ndarray) -> np.ndarray:
-        """Per trajectory, left unexecuted by screening: from the round's record (see
-        :meth:`screen_anchors`) or ``given``; such members must have no real score."""
-        if given is not None and self._record is not None:
-            raise ValueError(
-                "screened was passed, but this round's record holds the screening: use "
-                "screen_anchors or the screened argument, not both"
-            )
-        if given is not None:
-            screened = _as_bool("screened", given, n, default=False)
-        elif self._record is not None and self._record.screened.shape == (n,):
-            screened = self._record.screened
-        else:
-            screened = np.zeros(n, dtype=bool)
-        if (screened & executed).any():
-            index = int(np.flatnonzero(screened & executed)[0])
-            raise ValueError(f"trajectory {index} is marked screened out but has a real score")
-        return screened
-
-    def _inclusion(
-        self,
-        group_ids: Sequence[Any] | np.ndarray,
-        groups: GroupIndex,
-        anchored: np.ndarray,
-        given: np.ndarray | None,
-        is_anchor: np.ndarray,
-        all_known: np.ndarray,
-    ) -> np.ndarray:
-        """Per-trajectory inclusion probability of each anchored group (see :meth:`step`);
-        under screening, of each member (``is_anchor``: the members executed)."""
-        n = groups.inverse.size
-        record = self._record
-        if given is not None:
-            if record is not None:
-                raise ValueError(
-                    "inclusion_probabilities were passed, but select_anchors recorded this "
-                    "round's: use one source (force_anchors for groups executed with certainty)"
-                )
-            pi = _as_float("inclusion_probabilities", given, n)
-        elif record is not None:
-            if not record.matches(group_ids):
-                raise ValueError(
-                    "group_ids differ from those of the last select_anchors: step() must fuse "
-                    "the batch whose anchors were drawn"
-                )
-            unrecorded = anchored & ~record.anchored
-            if unrecorded.any():
-                raise ValueError(
-                    f"group {groups.ids[np.flatnonzero(unrecorded)[0]]!r} has real scores but "
-                    "was neither drawn by select_anchors nor forced: call force_anchors for "
-                    "groups executed outside the draw"
-                )
-            if self.method == "ppi" and (record.anchored & ~anchored & ~all_known).any():
-                raise ValueError(
-                    "a group chosen by select_anchors has no real score: PPI needs every "
-                    "selected group executed (mark failures with failed=True)"
-                )
-            pi = record.per_trajectory_pi()
-        else:
-            pi = np.full(n, int(anchored.sum()) / groups.num_groups)
-        anchored_pi = pi[is_anchor]
-        if anchored_pi.size and not ((anchored_pi > 0) & (anchored_pi <= 1)).all():
-            raise ValueError("inclusion probabilities of anchored groups must be in (0, 1]")
-        return pi
-
-
-def _check_length(name: str, array: np.ndarray, n: int) -> None:
-    if array.ndim != 1 or array.shape[0] != n:
-        raise ValueError(f"{name} has shape {array.shape}, expected ({n},) like group_ids")
-
-
-def _as_float(name: str, values: Any, n: int) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numbers: {exc}") from exc
-    _check_length(name, array, n)
-    return array
-
-
-def _as_bool(name: str, values: Any, n: int, default: bool) -> np.ndarray:
-    if values is None:
-        return np.full(n, default)
-    array = np.asarray(values)
-    if array.dtype != bool:
-        raise ValueError(f"{name} must be a bool array, got dtype {array.dtype}")
-    _check_length(name, array, n)
-    return array
