@@ -225,15 +225,20 @@ class RewardFusion:
             raise RuntimeError("force_anchors needs a round: call select_anchors first")
         return self._record.force(trajectories)
 
-    def screen_anchors(self, executed: np.ndarray, member_pi: np.ndarray) -> np.ndarray:
+    def screen_anchors(
+        self, executed: np.ndarray, member_pi: np.ndarray, known: np.ndarray | None = None
+    ) -> np.ndarray:
         """Execute only the ``executed`` members of the round's anchor groups (world-model
         screening, :func:`~wmrl_env.fusion.screening.screen_members`), each with probability
         ``member_pi`` given its group; the others are scored by the world model. Each
-        member's inclusion probability becomes ``pi_g * member_pi``. Returns the members to
-        execute, per trajectory. ``ppi`` needs ``member_pi > 0`` for every member."""
+        member's inclusion probability becomes ``pi_g * member_pi``. ``known`` (per
+        trajectory): members whose outcome is known without execution (pass the same to
+        :meth:`step` as ``known_scores``); they are neither executed nor screened out.
+        Returns the members to execute, per trajectory. ``ppi`` needs ``member_pi > 0`` for
+        every screened member."""
         if self._record is None:
             raise RuntimeError("screen_anchors needs a round: call select_anchors first")
-        return self._record.screen(executed, member_pi)
+        return self._record.screen(executed, member_pi, known)
 
     def step(
         self,
