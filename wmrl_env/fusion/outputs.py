@@ -70,8 +70,21 @@ def step_metrics(
     kappa: KappaEstimator,
     gate: WorldModelGate,
 ) -> dict[str, Any]:
-    """The diagnostics of one step (``FusionOutput.metrics``; listed in
-    :meth:`~wmrl_env.fusion.RewardFusion.step`)."""
+    """The diagnostics of one :meth:`~wmrl_env.fusion.RewardFusion.step`
+    (``FusionOutput.metrics``).
+
+    Keys: ``n_groups``, ``n_anchor_groups``, ``n_anchor_trajectories``,
+    ``n_failed``, ``n_wm_invalid``, ``n_pairs`` (calibration window), ``spearman``
+    (window), ``calibration_fallback`` and ``calibration_reason``, ``residual_mse``
+    (cross-fitted, this step's anchors), ``residual_var``/``real_var`` (within-group),
+    ``kappa``, ``kappa_raw``, ``wm_weight`` (the world model's weight ``lam`` used this
+    step), ``wm_weight_estimate`` / ``wm_weight_se`` (the pooled slope behind the next
+    one), ``anchor_gap`` (mean cross-fitted calibrated minus real score on anchors:
+    positive means the world model over-scores), ``anchor_gap_trend`` /
+    ``anchor_gap_trend_t`` (its slope per step over the monitor's window and t statistic),
+    ``hacking_alarm`` (1 while the gap trends upward beyond its noise) and
+    ``reward_mean``.
+    """
     anchor_groups = int(batch.groups.count(batch.is_anchor).astype(bool).sum())
     estimator = kappa
     update = fit.update if fit is not None else None

@@ -21,10 +21,6 @@ feeds the reward-hacking monitor (:class:`GapMonitor`), except under ``"real"``,
 do not use the world model. A round is ``select_anchors`` ->
 (``force_anchors``) -> ``step``; the fusion is the one record of inclusion probabilities.
 
-Failed real executions are marked with ``failed`` (their real score is NaN): they leave the
-group baseline and get advantage 0. A world-model prediction marked invalid (``wm_valid``)
-must belong to an anchored group, whose rewards come from real execution.
-
 Example:
     >>> import numpy as np
     >>> fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
@@ -45,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_env.fusion.advantages import SCALINGS, AdvantageScaling, group_advantages
+from wmrl_env.fusion.advantages import AdvantageScaling, group_advantages
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
 from wmrl_env.fusion.calibration import OnlineCalibrator
 from wmrl_env.fusion.gate import HORIZON, WorldModelGate
@@ -54,20 +50,25 @@ from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights, within_group_v
 from wmrl_env.fusion.monitor import GapMonitor, GapReading
 from wmrl_env.fusion.outputs import AnchorFit, FusionOutput, step_metrics
 from wmrl_env.fusion.ppi import power_tuned_lambda
-from wmrl_env.fusion.rewards import at_natural_level, fused_rewards, natural_rewards
+from wmrl_env.fusion.rewards import (
+    at_natural_level,
+    calibrated_scores,
+    fused_rewards,
+    natural_rewards,
+)
 from wmrl_env.fusion.selection import AnchorRecord
-from wmrl_env.fusion.validation import check_length, validate_step
+from wmrl_env.fusion.validation import (
+    CALIBRATED_METHODS,
+    GATED_METHODS,
+    METHODS,
+    MONITORED_METHODS,
+    WEIGHTED_METHODS,
+    check_options,
+    per_group_priorities,
+    validate_step,
+)
 
-__all__ = ["METHODS", "AnchorFit", "FusionOutput", "RewardFusion"]
-
-METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
-CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
-WEIGHTED_METHODS = ("denoise", "wmrl")
-GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anchors' evidence
-# the methods whose rewards use the world model: only they can be hacked through it
-MONITORED_METHODS = tuple(method for method in METHODS if method != "real")
-GATES: tuple[str, ...] = ("evidence", "off")
-GATE_STDS: tuple[str, ...] = ("wls", "ignore")
+__all__ = ["CALIBRATED_METHODS", "GATED_METHODS", "METHODS", "RewardFusion"]
 
 
 class RewardFusion:
@@ -94,11 +95,9 @@ class RewardFusion:
         gate_decay, gate_alpha: the gate's weight per step of age and one-sided level.
         gate_horizon: steps without new anchor evidence over which the gate's weight falls
             linearly to 0 (``None``: it holds).
-        gate_std: ``"wls"`` (default): when :meth:`step` gets the world model's ``wm_std``,
-            the gate also fits the precision-weighted slope, each anchor pair weighed by
-            ``(median sigma^2 / sigma^2) ** beta`` with ``beta`` in ``[0, 1]`` learnt from
-            earlier anchors (:mod:`~wmrl_env.fusion.precision`), reported as
-            ``gate.weighted_estimate``; the weight stays the unweighted slope's, the one whose
+        gate_std: ``"wls"`` (default): with :meth:`step`'s ``wm_std``, the gate also fits the
+            precision-weighted slope (``gate.weighted_estimate``, a diagnostic,
+            :mod:`~wmrl_env.fusion.precision`); the weight stays the unweighted slope's, whose
             never-worse range holds whatever the std says. ``"ignore"``: no weighted slope.
         monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
         centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
@@ -128,25 +127,8 @@ class RewardFusion:
         monitor_alpha: float = 0.001,
         centre_groups: bool = True,
     ) -> None:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if not 0.0 <= anchor_fraction <= 1.0:
-            raise ValueError(f"anchor_fraction must be in [0, 1], got {anchor_fraction}")
-        if min_anchor_groups < 0:
-            raise ValueError(f"min_anchor_groups must be >= 0, got {min_anchor_groups}")
-        if advantage_scaling not in SCALINGS:
-            raise ValueError(f"advantage_scaling must be one of {SCALINGS}")
-        if method == "ppi" and advantage_scaling == "group":
-            raise ValueError(
-                "advantage_scaling='group' cannot be used with method 'ppi': dividing each group "
-                "by its own standard deviation undoes the 1/pi rectification (the advantages' "
-                "expectation over the anchor draw is no longer the all-real one); use 'batch' "
-                "(one scalar, PPI-safe) or 'none'"
-            )
-        if wm_gate not in GATES:
-            raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
-        if gate_std not in GATE_STDS:
-            raise ValueError(f"gate_std must be one of {GATE_STDS}, got {gate_std!r}")
+        check_options(method, anchor_fraction, min_anchor_groups, advantage_scaling, wm_gate,
+                      gate_std)  # fmt: skip
         self.method = method
         self.anchor_fraction = anchor_fraction
         self.min_anchor_groups = min_anchor_groups
@@ -204,13 +186,7 @@ class RewardFusion:
         elif self.method == "wm":
             chosen, pi = np.zeros(m, dtype=bool), np.zeros(m)
         else:
-            priorities = None
-            if group_priorities is not None:
-                per_trajectory = np.asarray(group_priorities, dtype=np.float64)
-                check_length("group_priorities", per_trajectory, groups.inverse.size)
-                priorities = groups.mean(per_trajectory)
-                if not np.allclose(groups.broadcast(priorities), per_trajectory):
-                    raise ValueError("group_priorities must be constant within each group")
+            priorities = per_group_priorities(groups, group_priorities)
             n_anchor = num_anchor_groups(m, self.anchor_fraction, self.min_anchor_groups)
             chosen, pi = select_anchor_groups(m, n_anchor, self._rng, priorities, self.uniform_mix)
         self._record = AnchorRecord.draw(group_ids, chosen, pi)
@@ -256,53 +232,19 @@ class RewardFusion:
     ) -> FusionOutput:
         """Fuse one batch and end the round. ``real_scores`` is NaN where not executed.
 
-        Failures: a program's own failure (crash, timeout, out of memory, invalid output) is
-        an outcome — pass it as a real score (``failure_score``, e.g. with
-        :func:`~wmrl_env.executors.outcome_score`); ``failed`` marks *infrastructure*
-        failures only (the score is unknown: left out of the baseline, advantage 0).
-
-        ``clusters`` (optional, per trajectory, constant within a group): the task each group
-        belongs to (e.g. its context or task id); the gate counts a task that recurs across
-        steps as one cluster. Default: each (step, group) its own cluster.
-
-        ``wm_std`` (optional, per trajectory): the world model's predictive std, finite and
-        ``>= 0`` wherever the prediction is valid (``ValueError`` otherwise; mark such
-        predictions ``wm_valid=False``). With ``gate_std="wls"`` the gate weighs each anchor
-        pair by its relative precision (see the class's ``gate_std``).
-
-        ``known_scores`` (optional, per trajectory, NaN where unknown): outcomes known without
-        a real execution drawn at random — e.g. a program that does not parse, which would
-        certainly fail, at its ``failure_score``. Such a member's reward *is* its known score,
-        in every method, and its group stays what it is (a world-model group is not forced to
-        execute); its real score must be NaN and it may have an invalid world-model
-        prediction. It is no evidence: selected by what is known about it, not by the draw,
-        it is never a calibration pair and enters neither ``kappa``, nor the gate, nor PPI's
-        rectification (its reward equals its real outcome for every draw, so PPI stays
-        unbiased).
-
-        Inclusion probabilities come from the round's :meth:`select_anchors` /
-        :meth:`force_anchors` (a group with real scores that was neither drawn nor forced is
-        an error); without a round, from ``inclusion_probabilities`` (anchors drawn by the
-        caller), else uniform ``m / M`` (a simple random sample of groups).
+        ``failed`` marks infrastructure failures, ``known_scores`` outcomes known without
+        execution, ``clusters`` each group's task; the rules for these, ``wm_std``, and
+        where inclusion probabilities come from: :mod:`~wmrl_env.fusion.validation`.
 
         ``screened`` (per trajectory; or recorded by :meth:`screen_anchors`): members of
         anchor groups left unexecuted by world-model screening. Their group is then only
         partly executed: the executed members are the anchors (``is_anchor`` per trajectory),
         ``inclusion_probabilities`` are per member (``pi_g * pi_{i|g}``), and the others
-        are scored by the world model (``wmrl``: shrunk by ``lam`` towards their group's
-        calibrated mean, so a closed gate does not favour the executed members).
+        are scored by the world model (``wmrl``: at the executed members' real level,
+        ``mean r + lam (f - mean f)`` over them, so a shut gate moves no advantage whatever
+        the world model's level for the task; :mod:`~wmrl_env.fusion.rewards`).
 
-        ``metrics`` holds: ``n_groups``, ``n_anchor_groups``, ``n_anchor_trajectories``,
-        ``n_failed``, ``n_wm_invalid``, ``n_pairs`` (calibration window), ``spearman``
-        (window), ``calibration_fallback`` and ``calibration_reason``, ``residual_mse``
-        (cross-fitted, this step's anchors), ``residual_var``/``real_var`` (within-group),
-        ``kappa``, ``kappa_raw``, ``wm_weight`` (the world model's weight ``lam`` used this
-        step), ``wm_weight_estimate`` / ``wm_weight_se`` (the pooled slope behind the next
-        one), ``anchor_gap`` (mean cross-fitted calibrated minus real score on anchors:
-        positive means the world model over-scores), ``anchor_gap_trend`` /
-        ``anchor_gap_trend_t`` (its slope per step over the monitor's window and t statistic),
-        ``hacking_alarm`` (1 while the gap trends upward beyond its noise) and
-        ``reward_mean``.
+        ``metrics``: see :func:`~wmrl_env.fusion.outputs.step_metrics`.
         """
         batch = validate_step(
             self.method,
@@ -337,13 +279,8 @@ class RewardFusion:
                 weights=1.0 / batch.pi[pair],
                 wm_std=batch.wm_std[pair] if use_std else None,
             )
-        calibrated = np.full(batch.real.shape, np.nan)
-        if batch.wm is not None:
-            current = prior_map if exact_ppi else self.calibrator.map
-            calibrated[batch.wm_valid] = current(batch.wm[batch.wm_valid])
-        cross_fitted = np.full(batch.real.shape, np.nan)
-        if fit is not None:
-            cross_fitted[pair] = fit.cross_fitted
+        current = prior_map if exact_ppi else self.calibrator.map
+        calibrated, cross_fitted = calibrated_scores(batch, current, pair, fit)
         fitted = pair & ~np.isnan(cross_fitted)
         if self.method == "ppi" and self.wm_gate == "off":
             step_lambda = power_tuned_lambda(
@@ -375,15 +312,10 @@ class RewardFusion:
         metrics = step_metrics(
             batch, fit, residuals, rewards, lam, self.step_count, self.kappa_estimator, self.gate
         )
+        inclusion = np.where(batch.is_anchor, batch.pi, np.nan)
+        kappa = self.kappa_estimator.kappa
         return FusionOutput(
-            rewards=rewards,
-            advantages=advantages,
-            weights=weights,
-            calibrated=calibrated,
-            is_anchor=batch.is_anchor,
-            inclusion=np.where(batch.is_anchor, batch.pi, np.nan),
-            kappa=self.kappa_estimator.kappa,
-            metrics=metrics,
+            rewards, advantages, weights, calibrated, batch.is_anchor, inclusion, kappa, metrics
         )
 
     def observe_anchors(
@@ -404,8 +336,8 @@ class RewardFusion:
         each pair's task (see :meth:`step`); ``weights`` each pair's design weight (``1 / pi``
         of its group: the calibration map, ``kappa`` and the gate are fitted with them, so
         oversampled groups do not dominate); ``wm_std`` each pair's predictive std (the gate's
-        weighted least squares, see ``gate_std``). With ``centre_groups=False`` (groups of one) the
-        gate centres each call's pairs together: one call is one cluster. No pairs still
+        precision-weighted slope, see ``gate_std``). With ``centre_groups=False`` (groups of
+        one) the gate centres each call's pairs together: one call is one cluster. No pairs still
         counts as a step: the calibration window and the gate's pool age.
         """
         lam = self.wm_weight  # the weight of the stream this step uses (fixed before it)

@@ -27,11 +27,29 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.ppi import rectified_rewards
 from wmrl_env.fusion.validation import Batch
+
+
+def calibrated_scores(
+    batch: Batch, calibration: Callable[[np.ndarray], np.ndarray], pair: np.ndarray, fit: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per trajectory, ``f(s)`` under ``calibration`` (NaN where ``s`` is invalid) and the
+    cross-fitted ``f_{-fold}(s)`` of this step's anchor pairs (``fit``, an
+    :class:`~wmrl_env.fusion.outputs.AnchorFit`; NaN elsewhere)."""
+    calibrated = np.full(batch.real.shape, np.nan)
+    if batch.wm is not None:
+        calibrated[batch.wm_valid] = calibration(batch.wm[batch.wm_valid])
+    cross_fitted = np.full(batch.real.shape, np.nan)
+    if fit is not None:
+        cross_fitted[pair] = fit.cross_fitted
+    return calibrated, cross_fitted
 
 
 def on_executed_level(

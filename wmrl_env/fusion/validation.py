@@ -3,7 +3,41 @@
 :func:`validate_step` turns what :meth:`~wmrl_env.fusion.RewardFusion.step` was given into a
 :class:`Batch`, or raises a ``ValueError`` that names the problem; it reads the round's
 :class:`~wmrl_env.fusion.selection.AnchorRecord` for the inclusion probabilities and the
-screening, and changes nothing.
+screening, and changes nothing. The rules it holds a step to:
+
+Failed real executions are marked with ``failed`` (their real score is NaN): they leave the
+group baseline and get advantage 0. A world-model prediction marked invalid (``wm_valid``)
+must belong to an anchored group, whose rewards come from real execution, or have a known
+outcome.
+
+Failures: a program's own failure (crash, timeout, out of memory, invalid output) is
+an outcome — pass it as a real score (``failure_score``, e.g. with
+:func:`~wmrl_env.executors.outcome_score`); ``failed`` marks *infrastructure*
+failures only (the score is unknown: left out of the baseline, advantage 0).
+
+``clusters`` (optional, per trajectory, constant within a group): the task each group
+belongs to (e.g. its context or task id); the gate counts a task that recurs across
+steps as one cluster. Default: each (step, group) its own cluster.
+
+``wm_std`` (optional, per trajectory): the world model's predictive std, finite and
+``>= 0`` wherever the prediction is valid (``ValueError`` otherwise; mark such
+predictions ``wm_valid=False``). With ``gate_std="wls"`` the gate also fits the
+precision-weighted slope (a diagnostic; see ``RewardFusion``'s ``gate_std``).
+
+``known_scores`` (optional, per trajectory, NaN where unknown): outcomes known without
+a real execution drawn at random — e.g. a program that does not parse, which would
+certainly fail, at its ``failure_score``. Such a member's reward *is* its known score,
+in every method, and its group stays what it is (a world-model group is not forced to
+execute); its real score must be NaN and it may have an invalid world-model
+prediction. It is no evidence: selected by what is known about it, not by the draw,
+it is never a calibration pair and enters neither ``kappa``, nor the gate, nor PPI's
+rectification (its reward equals its real outcome for every draw, so PPI stays
+unbiased).
+
+Inclusion probabilities come from the round's ``select_anchors`` / ``force_anchors`` (a
+group with real scores that was neither drawn nor forced is an error); without a round,
+from ``inclusion_probabilities`` (anchors drawn by the caller), else uniform ``m / M`` (a
+simple random sample of groups).
 """
 
 from __future__ import annotations
@@ -14,8 +48,18 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.fusion.advantages import SCALINGS
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.selection import AnchorRecord
+
+METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
+GATES: tuple[str, ...] = ("evidence", "off")
+GATE_STDS: tuple[str, ...] = ("wls", "ignore")
+CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
+WEIGHTED_METHODS = ("denoise", "wmrl")
+GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anchors' evidence
+# the methods whose rewards use the world model: only they can be hacked through it
+MONITORED_METHODS = tuple(method for method in METHODS if method != "real")
 
 
 @dataclass(frozen=True)
@@ -33,6 +77,48 @@ class Batch:
     screened: np.ndarray | None = None
     wm_std: np.ndarray | None = None
     known_scores: np.ndarray | None = None  # per trajectory: outcomes known without a draw
+
+
+def check_options(
+    method: str,
+    anchor_fraction: float,
+    min_anchor_groups: int,
+    advantage_scaling: str,
+    wm_gate: str,
+    gate_std: str,
+) -> None:
+    """``ValueError`` for a :class:`~wmrl_env.fusion.RewardFusion` option out of range."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not 0.0 <= anchor_fraction <= 1.0:
+        raise ValueError(f"anchor_fraction must be in [0, 1], got {anchor_fraction}")
+    if min_anchor_groups < 0:
+        raise ValueError(f"min_anchor_groups must be >= 0, got {min_anchor_groups}")
+    if advantage_scaling not in SCALINGS:
+        raise ValueError(f"advantage_scaling must be one of {SCALINGS}")
+    if method == "ppi" and advantage_scaling == "group":
+        raise ValueError(
+            "advantage_scaling='group' cannot be used with method 'ppi': dividing each group "
+            "by its own standard deviation undoes the 1/pi rectification (the advantages' "
+            "expectation over the anchor draw is no longer the all-real one); use 'batch' "
+            "(one scalar, PPI-safe) or 'none'"
+        )
+    if wm_gate not in GATES:
+        raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
+    if gate_std not in GATE_STDS:
+        raise ValueError(f"gate_std must be one of {GATE_STDS}, got {gate_std!r}")
+
+
+def per_group_priorities(groups: GroupIndex, priorities: np.ndarray | None) -> np.ndarray | None:
+    """Per-trajectory anchor priorities (constant within each group) as one per group."""
+    if priorities is None:
+        return None
+    per_trajectory = np.asarray(priorities, dtype=np.float64)
+    check_length("group_priorities", per_trajectory, groups.inverse.size)
+    per_group = groups.mean(per_trajectory)
+    if not np.allclose(groups.broadcast(per_group), per_trajectory):
+        raise ValueError("group_priorities must be constant within each group")
+    return per_group
 
 
 def validate_step(
