@@ -1,5 +1,10 @@
 """Does the world model's std help the gate? Coverage, power and reward quality, by simulation.
 
+The gate's weight is now the unweighted slope's bound whatever the std says (its never-worse
+range is that of the unweighted slope; docs/fusion.md), so the ``wls`` and ``ignore`` arms
+below give the same weights and rewards; the script shows that, and the weighted slope the
+gate still reports (``gate.weighted_estimate``).
+
 Two parts, each comparing the gate's unweighted slope (``gate_std="ignore"``) with its
 weighted least squares (``"wls"``: pairs weighed by ``(median sigma^2 / sigma^2) ** beta``,
 ``beta`` learnt from earlier anchors), with the world model's reported std informative (the
