@@ -45,9 +45,9 @@ STDS = ("informative", "constant", "random")
 def gate_table(runs: int) -> None:
     print(
         "| scales | reported std | gate | false opening per step (max) | per run |"
-        " mean weight, lam* = 0.3 | > 2 lam* |"
+        " mean weight, lam* = 0.3 | > 2 lam* | weighted slope |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for scales in ("lognormal", "heavy"):
         rows = [("none", None, "ignore")]
         rows += [(std, None, "wls") for std in STDS] + [
@@ -55,12 +55,12 @@ def gate_table(runs: int) -> None:
         ]
         for std, beta, label in rows:
             null, _ = simulate_gate(runs, 60, 0.0, 1, scales, std, beta=beta)
-            power, _ = simulate_gate(runs, 60, 0.3, 2, scales, std, beta=beta)
+            power, slope = simulate_gate(runs, 60, 0.3, 2, scales, std, beta=beta)
             opened = null > 0
             print(
                 f"| {scales} | {std} | {label} | {opened.mean():.3f} "
                 f"({opened.mean(0).max():.3f}) | {opened.any(1).mean():.2f} | "
-                f"{power.mean():.3f} | {(power > 0.6).mean():.3f} |",
+                f"{power.mean():.3f} | {(power > 0.6).mean():.3f} | {np.nanmean(slope):.3f} |",
                 flush=True,
             )
 
