@@ -26,7 +26,7 @@ class FusionOutput:
         is_anchor: whether the trajectory's group was executed for real.
         inclusion: the inclusion probability of each anchor's group (NaN elsewhere).
         kappa: the smoothed variance ratio in use.
-        metrics: diagnostics for logging (see :meth:`RewardFusion.step`).
+        metrics: diagnostics for logging (see :func:`step_metrics`).
     """
 
     rewards: np.ndarray
