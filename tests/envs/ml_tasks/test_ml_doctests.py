@@ -26,6 +26,8 @@ MODULES = [
     "encoding",
     "features",
     "rdata",
+    "private_test",
+    "grammar",
     "__init__",
 ]
 
