@@ -28,6 +28,8 @@ MODULES = [
     "rdata",
     "private_test",
     "grammar",
+    "headroom",
+    "pool",
     "__init__",
 ]
 
