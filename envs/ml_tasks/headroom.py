@@ -204,8 +204,12 @@ def headroom_dataset(family: str, seed: int, n_rows: int = N_PUBLIC + N_PRIVATE)
     return HEADROOM_FAMILIES[family](rng, n_rows)
 
 
-def headroom_task(task_id: str) -> PrivateTestTask:
-    """The task ``hr_<family>_s<seed>``: 2,000 public rows, 6,000 private rows."""
+def headroom_task(task_id: str, fold: tuple[int, int, int] | None = None) -> PrivateTestTask:
+    """The task ``hr_<family>_s<seed>``: 2,000 public rows, 6,000 private rows.
+
+    ``fold=(repeat, k, n_folds)``: the validation rows are fold ``k`` of a K-fold partition
+    of the public rows instead of the fixed 500 (see :class:`~.private_test.PrivateTestTask`).
+    """
     match = _ID.match(task_id)
     if match is None or match.group(1) not in HEADROOM_FAMILIES:
         raise ValueError(
@@ -218,4 +222,5 @@ def headroom_task(task_id: str) -> PrivateTestTask:
         headroom_dataset(family, seed),
         metric=_METRICS[family],
         private_fraction=N_PRIVATE / (N_PUBLIC + N_PRIVATE),
+        fold=fold,
     )

@@ -73,3 +73,36 @@ def test_within_task_spearman_reads_ok_rows_per_task() -> None:
     rows += [{"task_id": "b", "status": "ok", "valid_raw": v, "private_raw": -v} for v in range(5)]
     assert within_task_spearman(rows) == pytest.approx({"a": 0.8, "b": -1.0})
     assert json.dumps(within_task_spearman(rows[:2])) == "{}"  # too few programs
+
+
+def test_the_summary_deploys_by_validation_and_never_reads_private_to_choose() -> None:
+    """Two tasks, three programs. On each task the program with the best validation score is
+    not the best on the private test; the constant program is chosen on the other task's
+    validation scores."""
+    from wmrl_env.envs.ml_tasks.headroom import headroom_task
+    from wmrl_env.envs.ml_tasks.pool_report import summarise
+
+    first_suite = v1_subset()[0].id
+    scores = {  # task -> program -> (valid r2, private r2)
+        "hr_interactions_s0": {"p": (0.9, 0.5), "q": (0.8, 0.8), first_suite: (0.1, 0.1)},
+        "hr_outliers_s0": {"p": (0.2, 0.2), "q": (0.7, 0.6), first_suite: (0.6, 0.7)},
+    }
+    rows = [
+        {"task_id": t, "program_id": p, "status": "ok", "valid_raw": v, "private_raw": q}
+        for t, table in scores.items()
+        for p, (v, q) in table.items()
+    ]
+    rows.append(dict(rows[-1], program_id="r", status="timeout", valid_raw=None))
+    summary = summarise(rows, draws=10)
+    one, two = summary["hr_interactions_s0"], summary["hr_outliers_s0"]
+    assert one["programs"] == 3  # "r" ran on one task only
+    base = headroom_task("hr_interactions_s0").private_baseline
+    assert one["validation_search"] == pytest.approx((0.5 - base) / (0.8 - base))
+    assert one["constant_program"] == "q"  # best validation on hr_outliers_s0
+    assert one["best_constant"] == 1.0 and one["random_16"] == pytest.approx(
+        one["validation_search"]
+    )  # 16 draws of 3 programs: every program, so validation search
+    assert two["constant_program"] == "p"  # best validation on hr_interactions_s0
+    base = headroom_task("hr_outliers_s0").private_baseline
+    assert two["best_constant"] == pytest.approx((0.2 - base) / (0.7 - base))
+    assert two["first_suite_best"] == 1.0 and one["first_suite_best"] < 0.2
