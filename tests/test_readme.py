@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+QUICKSTART = README.parent / "scripts" / "readme_quickstart.py"
 
 
 def readme_example() -> str:
@@ -21,26 +23,12 @@ def readme_example() -> str:
 
 
 def sampling_policy():
-    """Task descriptions -> programs: a random choice of the structured space per task."""
-    from wmrl_env.envs.ml_tasks import (
-        ProgramSpec,
-        get_task,
-        program_space,
-        render_program,
-        task_ids,
-    )
-
-    kind_of = {get_task(t).description: get_task(t).kind for t in task_ids("all")}
-    rng = np.random.default_rng(0)
-    space = program_space()
-
-    def my_policy(descriptions):
-        return tuple(
-            render_program(ProgramSpec.from_action(rng.integers(space.nvec)), kind_of[d])
-            for d in descriptions
-        )
-
-    return my_policy
+    """Task descriptions -> programs: a random choice of the structured space per task (the
+    policy scripts/readme_quickstart.py gives the block when it runs it from an install)."""
+    spec = importlib.util.spec_from_file_location("readme_quickstart", QUICKSTART)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.sampling_policy(seed=0)
 
 
 def run_readme_example() -> dict:
