@@ -22,6 +22,10 @@ status=0
 bash scripts/check-docs.sh || status=$?
 # the API reference from the docstrings, warnings as errors (its own venv: .venv-docs)
 bash scripts/build-docs.sh || status=$?
+# every declared floor in one venv of its own: the world models load, the main job runs
+bash scripts/check-floors.sh || status=$?
+# the sdist and wheel built from HEAD, installed outside the clone: the quick start and the bench
+bash scripts/check-wheel.sh || status=$?
 .venv/bin/python -m pytest --timeout=900 || status=$?
 # the local sandbox's tests again without root (jobs then keep the caller's uid)
 if [ "$(id -u)" -eq 0 ]; then

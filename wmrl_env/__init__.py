@@ -29,7 +29,7 @@ from wmrl_env.world_models import (
 )
 from wmrl_env.wrappers import WorldModelVectorEnv, WorldModelWrapper
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DynamicsWorldModel",

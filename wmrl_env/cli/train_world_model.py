@@ -25,7 +25,7 @@ printed on stdout.
 
 Example:
     $ wmrl train-world-model --backend profile --table-split wm,train \\
-          --out wmrl_env/world_models/pretrained/ml_program_profile_v3.pkl
+          --out wmrl_env/world_models/pretrained/ml_program_profile_v3.npz
     $ wmrl train-world-model runs/log.sqlite --backend causal-lm --model ./qwen-0.5b \\
           --contexts tasks.json --epochs 2 --out runs/wm-lora
 """
@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
         "log", nargs="?", help="execution log: .csv, or .sqlite/.sqlite3/.db (or --table-split)"
     )
     parser.add_argument(
-        "--out", required=True, help="where to save: a directory (a .pkl file for program)"
+        "--out", required=True, help="where to save: a directory (a .npz file: profile, program)"
     )
     parser.add_argument(
         "--backend", choices=("profile", "program", "embedding", "causal-lm"), default="profile"

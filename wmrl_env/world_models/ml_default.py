@@ -2,7 +2,7 @@
 
 :func:`load_default_ml_world_model` returns world model v3, the committed
 :class:`~wmrl_env.world_models.program_profile.ProgramProfileWorldModel`
-(``pretrained/ml_program_profile_v3.pkl``, pretrained on the ``wm`` and ``train`` splits:
+(``pretrained/ml_program_profile_v3.npz``, pretrained on the ``wm`` and ``train`` splits:
 for any task outside them, i.e. the ``heldout`` split and a user's own tasks);
 :func:`load_ml_world_model` loads v2
 (:class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel`, pretrained on ``wm``
@@ -45,8 +45,8 @@ __all__ = [
 
 _PRETRAINED = Path(__file__).parent / "pretrained"
 ARTIFACTS = {
-    "v2": _PRETRAINED / "ml_program_task_v2.pkl",
-    "v3": _PRETRAINED / "ml_program_profile_v3.pkl",
+    "v2": _PRETRAINED / "ml_program_task_v2.npz",
+    "v3": _PRETRAINED / "ml_program_profile_v3.npz",
 }
 """The committed pretrained ML world models, by version."""
 DEFAULT_ARTIFACT = ARTIFACTS["v3"]

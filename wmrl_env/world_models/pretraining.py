@@ -1,6 +1,6 @@
 """What world models v2 and v3 share in their pretrained part: the boosters, the program
 feature scale, the zero-shot spread and how an artifact is saved, checked and loaded
-(:class:`ArtifactFormat`).
+(:class:`ArtifactFormat`: a ``.npz`` file that loads under any scikit-learn).
 
 Example:
     >>> import numpy as np
@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from wmrl_env.world_models.artifact_file import is_state_file, read_state, write_state
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.tree_ensemble import TreeEnsemble
 
 __all__ = [
     "ArtifactFormat",
@@ -34,8 +36,11 @@ __all__ = [
 Model = TypeVar("Model")
 
 
-def fit_booster(rows: np.ndarray, target: np.ndarray, *, seed: int, spread: bool = False) -> Any:
-    """Histogram gradient boosting (absolute loss, fewer rounds for a ``spread`` model). A
+def fit_booster(
+    rows: np.ndarray, target: np.ndarray, *, seed: int, spread: bool = False
+) -> TreeEnsemble:
+    """Histogram gradient boosting (absolute loss, fewer rounds for a ``spread`` model), kept
+    as a :class:`TreeEnsemble` (the same predictions, no scikit-learn needed to load). A
     column with no value in ``rows`` is zeroed for the fit: scikit-learn cannot bin it, and
     at prediction time its NaN then takes the majority branch."""
     from sklearn.ensemble import HistGradientBoostingRegressor
@@ -51,7 +56,7 @@ def fit_booster(rows: np.ndarray, target: np.ndarray, *, seed: int, spread: bool
         l2_regularization=1.0,
         random_state=seed,
     )
-    return booster.fit(rows, target)
+    return TreeEnsemble.from_sklearn(booster.fit(rows, target))
 
 
 def spread_std(expected: np.ndarray, floor: float) -> np.ndarray:
@@ -86,11 +91,14 @@ def _sklearn_version() -> str:
 
 @dataclass(frozen=True)
 class ArtifactFormat:
-    """How a world model's pretrained part is saved and loaded: one pickled dict holding the
-    format ``version``, the scikit-learn version and the program feature names it was fitted
-    with, the constructor's ``settings`` (under their attribute names) and the ``learned``
-    state (saved key -> the attribute it restores). ``backend`` is the
+    """How a world model's pretrained part is saved and loaded: one ``.npz`` state file
+    (:mod:`~wmrl_env.world_models.artifact_file`, no pickle) holding the format ``version``,
+    the program feature names it was fitted with (and, for the record, the scikit-learn that
+    fitted it), the constructor's ``settings`` (under their attribute names) and the
+    ``learned`` state (saved key -> the attribute it restores). ``backend`` is the
     ``wmrl train-world-model --backend`` that rebuilds the artifact (named when it is refused).
+    A pickled artifact of an earlier release still loads under the scikit-learn minor
+    version it was saved with; saving it again writes the ``.npz`` format.
 
     Example:
         >>> import tempfile
@@ -101,7 +109,7 @@ class ArtifactFormat:
         >>> model = Mean(None, seed=3)
         >>> model._mean = 0.5
         >>> with tempfile.TemporaryDirectory() as folder:
-        ...     path = artifact.save(model, Path(folder) / "mean.pkl")
+        ...     path = artifact.save(model, Path(folder) / "mean.npz")
         ...     loaded = artifact.load(Mean, path, None)
         ...     reseeded = artifact.load(Mean, path, None, seed=4)
         >>> loaded.seed, loaded._mean, reseeded.seed
@@ -127,32 +135,42 @@ class ArtifactFormat:
         }
 
     def save(self, model: Any, path: str | Path) -> Path:
-        """Pickle the header, ``model``'s settings and its learned state to ``path``."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Save the header, ``model``'s settings and its learned state to ``path`` (``.npz``
+        format, whatever the suffix)."""
         state = self.header()
         state.update({name: getattr(model, name) for name in self.settings})
         state.update({key: getattr(model, name) for key, name in self.learned.items()})
-        path.write_bytes(pickle.dumps(state, protocol=4))
-        return path
+        return write_state(state, path)
 
     def read(self, path: str | Path) -> dict[str, Any]:
-        """The state saved at ``path`` (a trusted pickle), refused with a clear error when its
-        format version, program features or scikit-learn minor version differ (the message
-        names ``wmrl train-world-model --backend BACKEND`` to rebuild it)."""
-        state = pickle.loads(Path(path).read_bytes())
+        """The state saved at ``path``, refused with a clear error when its format version or
+        program features differ (the message names ``wmrl train-world-model --backend
+        BACKEND`` to rebuild it). A pickle (an earlier release's format, trusted) must also
+        come from this scikit-learn minor version; its boosters are read as
+        :class:`TreeEnsemble`."""
+        state = read_state(path) if is_state_file(path) else self._read_pickle(path)
         if not isinstance(state, dict) or state.get("version") != self.version:
             found = state.get("version") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"{path}: format version {found}, this code reads {self.version}")
         if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
             raise ValueError(f"{path} was trained on other program features: retrain it")
+        return state
+
+    def _read_pickle(self, path: str | Path) -> Any:
+        state = pickle.loads(Path(path).read_bytes())
+        if not isinstance(state, dict) or "sklearn" not in state:
+            return state
         if state["sklearn"].split(".")[:2] != _sklearn_version().split(".")[:2]:
             raise ValueError(
-                f"{path} was saved with scikit-learn {state['sklearn']}, this is "
-                f"{_sklearn_version()}: retrain it (wmrl train-world-model --backend "
-                f"{self.backend})"
+                f"{path} is a pickle saved with scikit-learn {state['sklearn']}, this is "
+                f"{_sklearn_version()}: load and save it again under scikit-learn "
+                f"{state['sklearn']} (the .npz format loads under any), or retrain it (wmrl "
+                f"train-world-model --backend {self.backend})"
             )
-        return state
+        return {
+            key: TreeEnsemble.from_sklearn(value) if hasattr(value, "_predictors") else value
+            for key, value in state.items()
+        }
 
     def load(
         self,
