@@ -22,11 +22,17 @@ robot's buffers are left as robosuite leaves them, so a snapshot or robosuite's 
 the same state (``tests/robotics/test_fast_control.py`` compares all of it, every step).
 
 It covers one fixed-base robot with robosuite's basic composite controller, an OSC arm
-(``OSC_POSE``, the default and the one tested; ``OSC_POSITION`` runs the same sub-step) of
-fixed impedance in the base frame without interpolation, and a ``GRIP`` gripper, with lite
-physics and robosuite's numba on: the default Panda of every single-arm task. A viewer hands
-the step back to robosuite. :func:`unsupported_reason` says why another set-up is not covered
-(it then keeps robosuite's own path).
+(``OSC_POSE``, the default, or ``OSC_POSITION``) of fixed impedance in the base frame
+without interpolation, and a ``GRIP`` gripper of any number of joints and actuators (none for
+Wipe's), with lite physics, robosuite's numba on and at least one physics sub-step per
+control step (``control_freq`` up to 500): the single-arm tasks with Panda, Sawyer, UR5e,
+Kinova3, Jaco or PandaDexRH/LH and robosuite's grippers
+(``tests/robotics/test_fast_control_sweep.py`` plays them). A viewer hands the step back
+to robosuite. Before it turns on, it checks that the installed robosuite
+is the code it reproduces (:mod:`.proven_code`) and that the kernel's BLAS gives numpy's
+floats on this machine (:mod:`.blas_check`). :func:`unsupported_reason` says why a set-up is
+not covered (it then keeps robosuite's own path). A deep copy of the env gets its own fast
+step (nothing the kernel holds is shared with the original).
 
 Example (needs robosuite)::
 
@@ -44,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.envs.robosuite.observable_clock import ObservableClock
+from wmrl_env.envs.robosuite.proven_code import mismatch
 
 __all__ = ["FastControl", "unsupported_reason"]
 
@@ -60,6 +67,11 @@ def unsupported_reason(env: Any) -> str | None:
     from robosuite.utils.binding_utils import MjSim
     from robosuite.utils.observables import Observable
 
+    from wmrl_env.envs.robosuite.blas_check import blas_disagreement
+
+    changed = mismatch()
+    if changed is not None:
+        return changed
     if type(env)._pre_action is not RobotEnv._pre_action:
         return f"{type(env).__name__} overrides robosuite's _pre_action"
     for method in ("step", "_update_observables"):
@@ -73,6 +85,11 @@ def unsupported_reason(env: Any) -> str | None:
         return "an observable overrides robosuite's Observable.update"
     if not env.lite_physics:
         return "lite_physics is off"
+    if int(env.control_timestep / env.model_timestep) < 1:
+        return (
+            f"control_freq {env.control_freq} is above the physics rate "
+            f"({1 / env.model_timestep:g} Hz): robosuite plays no sub-step"
+        )
     if len(env.robots) != 1:
         return f"{len(env.robots)} robots (one is covered)"
     robot = env.robots[0]
@@ -103,7 +120,7 @@ def unsupported_reason(env: Any) -> str | None:
     base_site = model.site_name2id(f"{arm.naming_prefix}{arm.part_name}_center")
     if model.body_weldid[model.site_bodyid[base_site]] != 0:
         return "the arm's base is not welded to the world"
-    return None
+    return blas_disagreement(model.nv, len(arm.qvel_index))
 
 
 class FastControl:
@@ -120,6 +137,11 @@ class FastControl:
         self._clock = ObservableClock(env)
         self._substeps: _Substeps | None = None
         self._action_dim = env.action_dim
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (``copy.deepcopy``, pickling) rebuilds the kernel's arguments for its own
+        env: they hold raw addresses of this env's MuJoCo data and views of its arrays."""
+        return {**self.__dict__, "_substeps": None}
 
     def _substeps_of(self, env: Any) -> _Substeps:
         """The kernel's arguments, made again where a hard reset made a new simulation or new
@@ -220,25 +242,25 @@ class _Substeps:
         base_site = sim.model.site_name2id(f"{arm.naming_prefix}{arm.part_name}_center")
         mujoco.mj_jacSite(model, data, base_jacp, base_jacr, base_site)
         ranges, indexes = sim.model.actuator_ctrlrange, robot._ref_actuators_indexes_dict
-        arm_actuators = np.asarray(indexes[name])
-        gripper_actuators = np.asarray(indexes[next(key for key in parts if key != name)])
+        arm_actuators = _indexes(indexes[name])
+        gripper_actuators = _indexes(indexes[next(key for key in parts if key != name)])
         self._gripper_range = ranges[gripper_actuators, 0], ranges[gripper_actuators, 1]
-        size, gripper_size = len(arm.qvel_index), len(gripper.qpos_index)
+        size, gripper_size = len(arm.qvel_index), len(gripper.qvel_index)
         self._goal_pos, self._goal_ori = np.empty(3), np.empty((3, 3))
         self._gains = np.empty((4, 3))  # kp position, kp orientation, kd position, kd orientation
         self._initial_joint = np.empty(size)
-        self._gripper_command = np.empty(gripper_size)
+        self._gripper_command = np.empty(len(gripper_actuators))  # one per actuator
         # what the kernel leaves: the arm's joint_pos, joint_vel, mass_matrix (in Fortran
         # order, as numpy's indexing makes it) and torques, the gripper's joint_pos, joint_vel
         self._outputs = (
             np.empty(size), np.empty(size), np.empty((size, size), order="F"), np.empty(size),
-            np.empty(gripper_size), np.empty(gripper_size),
+            np.empty(len(gripper.qpos_index)), np.empty(gripper_size),
         )  # fmt: skip
         self._arguments = (
             mujoco_functions(), model._address, data._address,
             sim.model.site_name2id(arm.ref_name),
-            np.asarray(arm.qpos_index), np.asarray(arm.qvel_index),
-            np.asarray(gripper.qpos_index), np.asarray(gripper.qvel_index),
+            _indexes(arm.qpos_index), _indexes(arm.qvel_index),
+            _indexes(gripper.qpos_index), _indexes(gripper.qvel_index),
             arm_actuators, gripper_actuators,
             ranges[arm_actuators, 0], ranges[arm_actuators, 1], self._gripper_command,
             data.qpos, data.qvel, data.qM, data.qfrc_bias, data.ctrl, data.site_xpos,
@@ -294,6 +316,11 @@ class _Substeps:
                 output.copy(order="K") for output in self._outputs
             )
             gripper.joint_pos, gripper.joint_vel = rest
+
+
+def _indexes(values: Any) -> np.ndarray:
+    """Index values as the integer array the kernel takes (an empty list too)."""
+    return np.asarray(values, dtype=np.intp)
 
 
 def _push_proprioception(robot: Any, action: np.ndarray) -> None:

@@ -5,10 +5,13 @@ controllers' update (robosuite's ``OperationalSpaceController.run_controller`` a
 ``SimpleGripController`` with ``policy_step=False``), the clipped commands written to ``ctrl``,
 ``mj_step2``. It makes the same MuJoCo calls (MuJoCo's C functions through their addresses,
 :func:`mujoco_functions`) and the same arithmetic (robosuite's own compiled ``opspace_matrices``,
-``nullspace_torques``, ``orientation_error`` on arrays of the same layout; ``np.dot`` through
-the same BLAS as numpy's) in the same order as robosuite's Python, so every float is the same;
-it leaves the controllers' last-sub-step values in the arrays it is given. numba compiles it
-on first use and caches it on disk (``__pycache__``; a few seconds the first time).
+``nullspace_torques``, ``orientation_error`` on arrays of the same layout) in the same order as
+robosuite's Python; it leaves the controllers' last-sub-step values in the arrays it is given.
+Its matrix-vector products (``np.dot``) go through numba's BLAS (SciPy's), not numpy's: they
+give numpy's floats only where both libraries pick the same kernels, which
+:func:`kernel_products` lets :mod:`.blas_check` test on the machine before the kernel is used.
+numba compiles it on first use and caches it on disk (``__pycache__``; a few seconds the first
+time).
 
 This module needs robosuite (and the numba it depends on); it is imported only where a
 :class:`~wmrl_env.envs.robosuite.fast_control.FastControl` is made.
@@ -33,7 +36,7 @@ from numba import types
 from numba.extending import intrinsic
 from robosuite.utils.control_utils import nullspace_torques, opspace_matrices, orientation_error
 
-__all__ = ["mujoco_functions", "run_substeps"]
+__all__ = ["kernel_products", "mujoco_functions", "run_substeps"]
 
 
 @functools.cache
@@ -132,9 +135,10 @@ def _run_substeps(  # one flat argument list: what numba passes cheapest
         arm_torques += nullspace_torques(
             mass, nullspace_matrix, initial_joint, joint_pos, joint_vel
         )
-        # SimpleGripController.update; its command is the same at every sub-step
+        # GripperController.update; the gripper's command is the same at every sub-step
         for c in range(gripper_qpos.shape[0]):
             gripper_pos[c] = qpos[gripper_qpos[c]]
+        for c in range(gripper_qvel.shape[0]):
             gripper_vel[c] = qvel[gripper_qvel[c]]
         for c in range(size):  # numpy's clip, NaN kept: min(max(x, low), high)
             value = arm_torques[c]
@@ -150,7 +154,19 @@ def _run_substeps(  # one flat argument list: what numba passes cheapest
             _call(step2, (model, data))
 
 
-try:  # cached on disk beside this file, else in the user's cache folder
-    run_substeps = numba.njit(nogil=True, cache=True)(_run_substeps)
-except RuntimeError:  # nowhere writable to cache: compiled in memory, once per process
-    run_substeps = numba.njit(nogil=True)(_run_substeps)
+def _kernel_products(jacp, qvel, lambda_pos, force, j_full, wrench):
+    """The kernel's matrix-vector products on the same layouts: a site's velocity (a C-ordered
+    ``3 x nv`` Jacobian block times ``qvel``), a ``3 x 3`` lambda times a force, and the arm
+    Jacobian's transpose (Fortran-ordered) times a wrench."""
+    return np.dot(jacp, qvel), np.dot(lambda_pos, force), np.dot(j_full.T, wrench)
+
+
+def _compiled(function):
+    try:  # cached on disk beside this file, else in the user's cache folder
+        return numba.njit(nogil=True, cache=True)(function)
+    except RuntimeError:  # nowhere writable to cache: compiled in memory, once per process
+        return numba.njit(nogil=True)(function)
+
+
+run_substeps = _compiled(_run_substeps)
+kernel_products = _compiled(_kernel_products)

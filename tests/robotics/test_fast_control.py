@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fast_control_helpers import actions, assert_same, physics, robot_state
 
 pytestmark = pytest.mark.robosuite
 
@@ -19,69 +20,20 @@ def _pair(task: str):
     return own, fast
 
 
-def _actions(seed: int, n: int) -> np.ndarray:
-    """Random commands, with runs at the bounds (gripper held closed or open, arm pushed to the
-    edge of its range) where clipping matters."""
-    rng = np.random.default_rng(seed)
-    actions = rng.uniform(-1, 1, (n, 7))
-    actions[n // 3 : n // 2] = np.sign(actions[n // 3 : n // 2])
-    return actions.astype(np.float32)
-
-
-def _physics(env) -> tuple[np.ndarray, ...]:
-    data = env.sim_env.sim.data
-    return data.qpos.copy(), data.qvel.copy(), data.ctrl.copy(), data.qacc.copy()
-
-
-def _plain_state(thing) -> dict:
-    """Every plain attribute (arrays, numbers, flags) of an object."""
-    return {
-        name: value
-        for name, value in vars(thing).items()
-        if value is None or isinstance(value, np.ndarray | float | int | bool | np.floating)
-    }
-
-
-def _robot_state(env) -> dict:
-    """Beyond a snapshot: every plain attribute of each part controller (cached kinematics,
-    torques, update flags, origins) and of each proprioceptive buffer the robot pushes at a
-    policy step."""
-    robot = env.sim_env.robots[0]
-    parts = robot.composite_controller.part_controllers
-    state = {f"controller {name}": _plain_state(part) for name, part in parts.items()}
-    for name, buffer in vars(robot).items():
-        if name.startswith("recent_"):
-            buffers = buffer if isinstance(buffer, dict) else {"": buffer}
-            for arm, each in buffers.items():
-                state[f"{name} {arm}"] = _plain_state(each)
-    return state
-
-
-def _assert_same_snapshot(a, b, where: str = "snapshot") -> None:
-    if isinstance(a, dict | list):
-        assert len(a) == len(b), where
-        keys = a.keys() if isinstance(a, dict) else range(len(a))
-        for key in keys:
-            _assert_same_snapshot(a[key], b[key], f"{where}[{key!r}]")
-    else:
-        assert np.array_equal(np.asarray(a), np.asarray(b)), f"{where} differs"
-
-
-def _assert_same_play(own, fast, seed: int, actions: np.ndarray) -> int:
-    """Both envs from ``reset(seed)`` through ``actions``: every output and the whole MuJoCo
+def _assert_same_play(own, fast, seed: int, commands: np.ndarray) -> int:
+    """Both envs from ``reset(seed)`` through ``commands``: every output and the whole MuJoCo
     state equal at every step; returns the steps played."""
     first, second = own.reset(seed=seed), fast.reset(seed=seed)
     assert np.array_equal(first[0], second[0]) and first[1] == second[1]
-    for step, action in enumerate(actions):
+    for step, action in enumerate(commands):
         a, b = own.step(action), fast.step(action)
         assert np.array_equal(a[0], b[0]), f"step {step}: observations differ"
         assert a[1:] == b[1:], f"step {step}: {a[1:]} != {b[1:]}"
-        for x, y in zip(_physics(own), _physics(fast), strict=True):
-            assert np.array_equal(x, y), f"step {step}: MuJoCo state differs"
-        _assert_same_snapshot(_robot_state(own), _robot_state(fast), f"step {step}: robot")
+        assert_same(physics(own.sim_env), physics(fast.sim_env), f"step {step}: MuJoCo state")
+        assert_same(robot_state(own.sim_env), robot_state(fast.sim_env), f"step {step}: robot")
         if a[2] or a[3]:
             return step + 1
-    return len(actions)
+    return len(commands)
 
 
 @pytest.mark.slow
@@ -90,11 +42,11 @@ def test_trajectories_are_bit_identical_to_robosuites_own_control(task: str) -> 
     own, fast = _pair(task)
     try:
         played = sum(
-            _assert_same_play(own, fast, seed, _actions(seed, HORIZON)) for seed in (0, 1, 2)
+            _assert_same_play(own, fast, seed, actions(seed, HORIZON)) for seed in (0, 1, 2)
         )
         assert played == 3 * HORIZON  # random commands never solve the task: whole episodes
         # the controllers' state too (what a snapshot holds: goals, gains, cached kinematics)
-        _assert_same_snapshot(own.get_snapshot(), fast.get_snapshot())
+        assert_same(own.get_snapshot(), fast.get_snapshot())
     finally:
         own.close(), fast.close()
 
@@ -103,17 +55,17 @@ def test_restored_snapshots_continue_identically() -> None:
     own, fast = _pair("Lift")
     try:
         own.reset(seed=4)
-        for action in _actions(4, 10):
+        for action in actions(4, 10):
             own.step(action)
         middle = own.get_snapshot()
         fast.reset(seed=4)
         for env in (own, fast):
             env.restore_snapshot(middle)
-        later = _actions(5, 30)
+        later = actions(5, 30)
         a = [own.step(action)[:4] for action in later]
         b = [fast.step(action)[:4] for action in later]
         assert all(np.array_equal(x[0], y[0]) and x[1:] == y[1:] for x, y in zip(a, b, strict=True))
-        assert all(np.array_equal(x, y) for x, y in zip(_physics(own), _physics(fast), strict=True))
+        assert_same(physics(own.sim_env), physics(fast.sim_env), "MuJoCo state")
     finally:
         own.close(), fast.close()
 
@@ -160,7 +112,7 @@ def test_a_hard_reset_rebuilds_what_the_fast_step_holds() -> None:
         for episode in range(2):
             first, second = own.reset(), fast.reset()
             assert all(np.array_equal(first[key], second[key]) for key in first)
-            for step, action in enumerate(_actions(episode, 12).astype(np.float64)):
+            for step, action in enumerate(actions(episode, 12).astype(np.float64)):
                 a, b = own.step(action), fast.step(action)
                 assert all(np.array_equal(a[0][key], b[0][key]) for key in a[0]), (episode, step)
                 assert a[1:3] == b[1:3]
