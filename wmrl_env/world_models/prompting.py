@@ -116,7 +116,7 @@ class StatusPrompt:
     pre-gate's. The default ends with a newline so a letter appended to it is one token
     under byte-level tokenizers.
 
-    >>> StatusPrompt().render("Sort.", "sorted(x)").endswith("Status:\\n")
+    >>> StatusPrompt().render_batch(["Sort."], ["sorted(x)"])[0].endswith("Status:\\n")
     True
     """
 
