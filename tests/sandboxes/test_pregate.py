@@ -91,3 +91,23 @@ def test_a_real_run_of_each_answered_program_ends_as_the_gate_says() -> None:
             assert reward == 0.0 and gate(program)
     finally:
         env.close()
+
+
+def test_programs_sharing_a_cache_key_are_judged_once(monkeypatch) -> None:
+    """With ``cache_key=code_key`` a program that differs from one judged before only in
+    comment or blank lines is not compiled again, and gets the same answer."""
+    from wmrl_env.sandboxes import pregate
+    from wmrl_env.world_models.program_features import code_key
+
+    compiled = []
+    monkeypatch.setattr(pregate, "does_not_parse", lambda p: compiled.append(p) or "(:" in p)
+    gate = PreGate(submission=SUBMISSION, cache_key=code_key)
+    first = gate.answer(["def f(:\n", "x = 1\n", "print(1)\n"])
+    variants = gate.answer(["# note\ndef f(:\n", "x = 1\n\n# end\n", "print(1)  \n"])
+    np.testing.assert_array_equal(first.status, variants.status)
+    assert len(compiled) == 3
+
+
+def test_a_program_mentioning_import_is_not_judged_inert() -> None:
+    gate = PreGate(submission=SUBMISSION)
+    assert gate("x = 1\n") and not gate("x = 1  # no import here\n")

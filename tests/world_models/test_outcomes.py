@@ -160,3 +160,20 @@ def test_without_a_status_model_every_parseable_program_is_ok() -> None:
     assert outcome.p_ok[:2].tolist() == [1.0, 1.0]
     assert outcome.known.tolist() == [False, False, True]
     assert outcome.status()[2] == "invalid_output"  # the ML suite's gate: no predictions.csv
+
+
+def test_status_probabilities_are_cached_by_task_and_program(heldout_rows) -> None:
+    """A repeated (task, program) pair does not reach the status model again, and gets the
+    same probabilities; another status model is not answered from the old one's cache."""
+    model = load_ml_world_model("v3")
+    rows = heldout_rows[:40]
+    contexts, programs = [r["description"] for r in rows], [r["program"] for r in rows]
+    first = model.predict_outcomes(contexts, programs)
+    calls = []
+    original = model.status_model.predict
+    model.status_model.predict = lambda x: calls.append(len(x)) or original(x)
+    again = model.predict_outcomes(contexts, programs)
+    assert calls == []
+    np.testing.assert_array_equal(first.status_probs, again.status_probs)
+    model.status_model = StatusModel().fit(np.zeros((2, 1)), ["ok", "ok"])
+    assert model.predict_outcomes(contexts[:1], programs[:1]).p_ok[0] > 0.9

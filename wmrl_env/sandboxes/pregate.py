@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ast
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,19 +66,33 @@ class PreGate:
     Args:
         submission: the file a program must write to be scored (``None``: programs are not
             required to write one, e.g. a harness calls a function they define); with it, a
-            program that calls nothing is a certain failure.
+            program that runs no code is a certain failure. A program that mentions
+            ``import`` anywhere is not judged so (it almost always imports; not parsing it a
+            second time keeps the gate cheap).
         max_entries: answers kept in an LRU cache keyed by program text.
+        cache_key: programs with the same key share an answer (``None``: not judged by key);
+            e.g. :func:`~wmrl_env.world_models.program_features.code_key`, under which
+            programs that differ only in comment or blank lines (which compile and run
+            alike) are judged once.
 
     Calling the gate on one artifact returns whether its failure is certain (the
     ``known_failure`` predicate of :class:`~wmrl_env.wrappers.vector.WorldModelVectorEnv`).
     """
 
-    def __init__(self, submission: str | None = None, *, max_entries: int = 100_000) -> None:
+    def __init__(
+        self,
+        submission: str | None = None,
+        *,
+        max_entries: int = 100_000,
+        cache_key: Callable[[str], str | None] | None = None,
+    ) -> None:
         if submission is not None and not (isinstance(submission, str) and submission):
             raise ValueError(f"submission must be a file name or None, got {submission!r}")
         self.submission = submission
         self.max_entries = max_entries
+        self.cache_key = cache_key
         self._cache: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._by_key: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     def __call__(self, artifact: Any) -> bool:
         return bool(self._one(artifact)[0])
@@ -103,7 +117,14 @@ class PreGate:
         if cached is not None:
             self._cache.move_to_end(artifact)
             return cached
-        answer = self._judge(artifact)
+        key = self.cache_key(artifact) if self.cache_key is not None else None
+        answer = self._by_key.get(key) if key is not None else None
+        if answer is None:
+            answer = self._judge(artifact)
+            if key is not None:
+                self._by_key[key] = answer
+                if len(self._by_key) > self.max_entries:
+                    self._by_key.popitem(last=False)
         self._cache[artifact] = answer
         if len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
@@ -112,7 +133,11 @@ class PreGate:
     def _judge(self, program: str) -> tuple[str, str]:
         if does_not_parse(program):
             return "does_not_parse", "does not compile"
-        if self.submission is not None and _inert(ast.parse(program).body):
+        if (
+            self.submission is not None
+            and "import" not in program
+            and _inert(ast.parse(program).body)
+        ):
             return "invalid_output", f"runs no code: cannot write {self.submission}"
         return "", ""
 

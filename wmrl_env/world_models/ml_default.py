@@ -92,10 +92,12 @@ def load_ml_world_model(
 
 
 def ml_pre_gate() -> PreGate:
-    """The pre-gate of the ML suite: a program must write ``predictions.csv``."""
+    """The pre-gate of the ML suite: a program must write ``predictions.csv``; programs that
+    differ only in comment or blank lines share an answer."""
     from wmrl_env.envs.ml_tasks.scoring import PREDICTIONS_FILE
+    from wmrl_env.world_models.program_features import code_key
 
-    return PreGate(submission=PREDICTIONS_FILE)
+    return PreGate(submission=PREDICTIONS_FILE, cache_key=code_key)
 
 
 def load_default_ml_world_model(path: str | Path | None = None) -> ProgramProfileWorldModel:

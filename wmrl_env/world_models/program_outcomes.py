@@ -8,11 +8,12 @@ expected reward with the failures taken out, ``(E - (1 - p_ok) * 0) / p_ok`` (``
 least :data:`MIN_OK_SHARE`, clipped to the score range); without one every parseable program
 is ``ok`` with probability 1. The std is the model's calibrated std of the reward. The
 pre-gate answers its certain cases exactly. Rows are read from the model's row cache, so the
-status costs no second parse.
+status costs no second parse, and status probabilities are cached by (task, program).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from wmrl_env.world_models.outcomes import (
     OutcomePrediction,
     combine_with_gate,
 )
-from wmrl_env.world_models.text import as_text
+from wmrl_env.world_models.text import as_text, text_key
 
 __all__ = ["MIN_OK_SHARE", "TRAINING_FAILURE_SCORE", "program_outcomes"]
 
@@ -32,6 +33,8 @@ TRAINING_FAILURE_SCORE = 0.0
 """The reward a failed run had in the pretraining pairs of v2 and v3."""
 MIN_OK_SHARE = 0.05
 """The smallest ``p_ok`` the score given ``ok`` is divided by."""
+MAX_CACHED = 100_000
+"""(task, program) pairs whose status probabilities are kept (the oldest evicted first)."""
 
 
 def program_outcomes(
@@ -58,11 +61,45 @@ def program_outcomes(
     if status_model is not None:
         classes = status_model.error_classes
         error_probs = np.full((n, len(classes)), 1.0 / len(classes))
-        rows, parsed = row_builder(list(contexts), programs)
-        if parsed.any():
-            probs[parsed], _, error_probs[parsed] = status_model.predict(rows[parsed])
+        cached = _status_rows(model, status_model, row_builder, list(contexts), programs)
+        for i, found in enumerate(cached):
+            if found is not None:
+                probs[i], error_probs[i] = found
     p_ok = np.maximum(probs[:, 0], MIN_OK_SHARE)
     given_ok = (prediction.scores - (1.0 - p_ok) * TRAINING_FAILURE_SCORE) / p_ok
     score = np.clip(given_ok, low, high)
     std = prediction.std if prediction.std is not None else np.full(n, np.nan)
     return combine_with_gate(answer, probs, score, std, failure, classes, error_probs)
+
+
+def _status_rows(
+    model: Any, status_model: Any, row_builder: Any, contexts: list[Any], programs: list[str]
+) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Per item, (status probabilities, error-class probabilities) of a parseable program,
+    ``None`` for the others; cached on the model by (task, program) key, keyed to the status
+    model in use (a repeated program costs a dictionary lookup)."""
+    cache = getattr(model, "_status_cache", None)
+    if cache is None or cache[0] is not status_model:
+        cache = model._status_cache = (status_model, OrderedDict())
+    store = cache[1]
+    task_keys = [text_key(as_text(c)) for c in contexts]
+    program_keys = [text_key(p) for p in programs]
+    keys = list(zip(task_keys, program_keys, strict=True))
+    missing = [i for i, key in enumerate(keys) if key not in store]
+    if missing:
+        rows, parsed = row_builder(
+            [contexts[i] for i in missing],
+            [programs[i] for i in missing],
+            [task_keys[i] for i in missing],
+            [program_keys[i] for i in missing],
+        )
+        found: list[Any] = [None] * len(missing)
+        if parsed.any():
+            probs, _, errors = status_model.predict(rows[parsed])
+            for j, row in enumerate(np.flatnonzero(parsed)):
+                found[row] = (probs[j], errors[j])
+        for i, value in zip(missing, found, strict=True):
+            store[keys[i]] = value
+        while len(store) > MAX_CACHED:
+            store.popitem(last=False)
+    return [store[key] for key in keys]
