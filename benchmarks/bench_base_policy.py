@@ -1,4 +1,4 @@
-"""Success of the scripted experts and of the behaviour-cloned base policies (issue 18, item 1).
+"""Success of the scripted experts and of the behaviour-cloned base policies.
 
     python benchmarks/bench_base_policy.py expert --task Lift --episodes 50
     python benchmarks/bench_base_policy.py bc --task Lift --eval-episodes 50 [--set epochs=50]

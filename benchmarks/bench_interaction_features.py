@@ -1,4 +1,4 @@
-"""Can the embedding regressor learn task-specific program preferences? (issue 7's miss)
+"""Can the embedding regressor learn task-specific program preferences? (the first bench's miss)
 
 The default head is ridge on ``[task embedding, program embedding]``: additive, so every task
 of a kind ranks the programs alike. This script compares it with ridge on the same features

@@ -1,5 +1,5 @@
 """Where one seed of ``wmrl bench --domain robosuite`` spends its time, and what a real
-simulator step of training costs in all (docs/benchmarks.md, issue 26).
+simulator step of training costs in all (docs/benchmarks.md, "Cost").
 
 Runs the bench on one seed into a fresh folder and times, by wrapping the functions that do
 the work: simulator steps (training and evaluation apart), env builds, closes, resets and

@@ -3,7 +3,7 @@
 Compares ``runs.jsonl``, ``evaluations.jsonl``, ``seeds.jsonl`` and ``predictor.jsonl`` line
 by line (as sets of lines: processes may append in another order) with the timing fields
 (``real_exec_seconds``, ``wall_seconds``, ``wm_seconds``) removed; what a speed-up must leave
-unchanged (docs/benchmarks.md, "Robot bench cost, session 4"). Exits 1 if any file differs.
+unchanged (docs/benchmarks.md, "Cost"). Exits 1 if any file differs.
 
     python benchmarks/robot_bench_same_records.py /tmp/fc/cost/r2-main /tmp/fc/cost/r2-after
 """

@@ -1,5 +1,5 @@
-"""How many seeds, held-out starts and rounds the robot bench needs (docs/benchmarks.md,
-issue 26 item 2), from the per-seed spread of finished runs.
+"""How many seeds, held-out starts and rounds the robot bench needs (docs/history.md,
+"How many seeds, starts and rounds"), from the per-seed spread of finished runs.
 
 Reads ``runs.jsonl`` (and, where present, ``evaluations.jsonl`` / ``seeds.jsonl`` with the
 per-start outcomes) of one or more ``wmrl bench --domain robosuite`` folders. The model of one

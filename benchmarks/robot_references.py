@@ -1,5 +1,5 @@
 """The robot bench's reference lines on its own held-out starts: the oracle, the untrained
-policy and plain search (docs/benchmarks.md, "Robot bench: the ceiling").
+policy and plain search (docs/benchmarks.md, "The robot bench's ceiling").
 
 For a ``wmrl bench --domain robosuite`` folder, on the same held-out starts its arms are
 scored on:
@@ -15,7 +15,7 @@ scored on:
 Writes ``references.json`` into the folder (``wmrl bench --domain robosuite --report-only``
 then adds the lines to ``results.md``) and prints them. Resumable per seed.
 
-    nice -n 10 python benchmarks/robot_references.py docs/figures/robot_bench_robot2/full40 \\
+    nice -n 10 python benchmarks/robot_references.py docs/figures/robot_bench_full/40seeds \\
         --seeds 0 1 2 3 --tries 4
 """
 

@@ -1,4 +1,4 @@
-"""How stable are program rankings from one train/test split to another (issue 22, item 7)?
+"""How stable are program rankings from one train/test split to another?
 
 Samples held-out tasks, runs all 72 grid programs on each under other split seeds, live in
 the warm local sandbox, and compares with the committed execution table (split A, the

@@ -18,6 +18,10 @@ if [ "$#" -gt 0 ]; then
     exec .venv/bin/python -m pytest --timeout=900 "$@"
 fi
 status=0
+# user-facing text without internal references (each finding: file, line, pattern)
+bash scripts/check-docs.sh || status=$?
+# the API reference from the docstrings, warnings as errors (its own venv: .venv-docs)
+bash scripts/build-docs.sh || status=$?
 .venv/bin/python -m pytest --timeout=900 || status=$?
 # the local sandbox's tests again without root (jobs then keep the caller's uid)
 if [ "$(id -u)" -eq 0 ]; then

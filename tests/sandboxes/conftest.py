@@ -109,7 +109,7 @@ def leftovers(sandbox: Any) -> list:
     if hasattr(sandbox, "live_processes"):
         return sandbox.live_processes()
     if hasattr(sandbox, "sandbox_id"):
-        from wmrl_env.sandboxes.docker_sandbox import LABEL_SANDBOX, connect
+        from wmrl_env.sandboxes.docker.engine import LABEL_SANDBOX, connect
 
         client = connect()
         label = f"{LABEL_SANDBOX}={sandbox.sandbox_id}"

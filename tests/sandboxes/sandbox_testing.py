@@ -6,12 +6,14 @@ A module of its own (not ``conftest``): test modules import it by this unique na
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 import time
 from typing import Any
 
 from wmrl_env.sandboxes import Job, JsonScore
+from wmrl_env.sandboxes.seccomp import DENIED, SYSCALLS
 from wmrl_env.testing import ExecutorContract
 
 SCORE = JsonScore("score.json")
@@ -34,6 +36,82 @@ class SandboxContract(ExecutorContract):
 
     def make_failing_job(self) -> Job:
         return Job("raise SystemExit(3)")
+
+
+# what the seccomp denylist refuses, called one by one (NUMBERS: the denylist's table for this
+# machine), then what ordinary programs do; what each answered goes to seen.json
+_SYSCALL_PROBE = r"""
+import ctypes, errno, json, os, subprocess, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def call(*args):
+    result = libc.syscall(*args)
+    return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+
+seen = {
+    "unshare(CLONE_NEWUSER)": "ok" if libc.unshare(0x10000000) == 0
+                              else errno.errorcode[ctypes.get_errno()],
+    "io_uring_setup": call(NUMBERS["io_uring_setup"], 4, ctypes.create_string_buffer(120)),
+    "keyctl": call(NUMBERS["keyctl"], 0, -3, 0),
+    "bpf": call(NUMBERS["bpf"], 0, 0, 0),
+    "perf_event_open": call(NUMBERS["perf_event_open"], 0, 0, -1, -1, 0),
+    "personality(READ_IMPLIES_EXEC)": call(NUMBERS["personality"], 0x0400000),
+}
+child = libc.syscall(NUMBERS["clone"], 0x10000000 | 17, 0, 0, 0, 0)  # CLONE_NEWUSER | SIGCHLD
+if child == 0:  # the filter let it through: the copy leaves at once
+    os._exit(0)
+if child > 0:
+    os.waitpid(child, 0)
+seen["clone(CLONE_NEWUSER)"] = "ok" if child > 0 else errno.errorcode[ctypes.get_errno()]
+thread = threading.Thread(target=lambda: None)
+thread.start()
+thread.join()
+seen["thread"] = "ok"
+out = subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True, text=True)
+seen["subprocess"] = out.stdout.strip()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+seen["fork"] = "ok" if os.waitpid(pid, 0)[0] == pid else "?"
+seen["denied"] = {}
+for name in DENIED:  # nonsense arguments: without the filter each fails harmlessly
+    result = libc.syscall(NUMBERS[name], *[ctypes.c_long(-1)] * 6)
+    seen["denied"][name] = "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+json.dump(seen, open("seen.json", "w"))
+"""
+
+
+def syscall_probe() -> Job:
+    """A job that makes the seccomp denylist's calls and ordinary ones; what each call
+    answered is its output ``seen.json`` (see :func:`assert_denylist_applied`)."""
+    machine = os.uname().machine
+    numbers = {name: table[machine] for name, table in SYSCALLS.items() if machine in table}
+    denied = sorted(DENIED & numbers.keys())
+    program = f"NUMBERS = {numbers!r}\nDENIED = {denied!r}\n" + _SYSCALL_PROBE
+    return Job(program, output_files=("seen.json",))
+
+
+def assert_denylist_applied(result: Any) -> None:
+    """The :func:`syscall_probe` job saw EPERM for every call of the denylist, and threads,
+    subprocesses and fork worked."""
+    seen = json.loads(result.outputs["seen.json"])
+    for call in (
+        "unshare(CLONE_NEWUSER)",
+        "io_uring_setup",
+        "keyctl",
+        "bpf",
+        "perf_event_open",
+        "clone(CLONE_NEWUSER)",
+        "personality(READ_IMPLIES_EXEC)",
+    ):
+        assert seen[call] == "EPERM", (call, seen)
+    allowed = {name: answer for name, answer in seen["denied"].items() if answer != "EPERM"}
+    assert allowed == {}, f"calls of the denylist that were not refused: {allowed}"
+    assert len(seen["denied"]) >= 50, seen["denied"]
+    # what ordinary programs do still works
+    assert seen["thread"] == "ok" and seen["subprocess"] == "child", seen
+    assert seen["fork"] == "ok", seen
 
 
 def suite_jobs(data_root: Any) -> list[Job]:

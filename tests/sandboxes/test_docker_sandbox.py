@@ -19,7 +19,8 @@ from wmrl_env.sandboxes import (
     SandboxImageMissingError,
     cleanup_leaked_containers,
 )
-from wmrl_env.sandboxes import docker_sandbox as docker_module
+from wmrl_env.sandboxes.docker import engine
+from wmrl_env.sandboxes.docker import sandbox as sandbox_module
 
 pytestmark = pytest.mark.docker
 
@@ -36,7 +37,7 @@ def sandbox():
 
 
 def containers_of(sandbox: DockerSandbox) -> list:
-    label = f"{docker_module.LABEL_SANDBOX}={sandbox.sandbox_id}"
+    label = f"{engine.LABEL_SANDBOX}={sandbox.sandbox_id}"
     return sandbox._client.containers.list(all=True, filters={"label": label})
 
 
@@ -55,8 +56,8 @@ def test_containers_are_labelled_while_running_and_removed_after(marker) -> None
         future = sandbox.submit([job])[0]
         wait_for_process_with(marker)
         [container] = containers_of(sandbox)
-        assert container.labels[docker_module.LABEL_JOB] == job.job_id
-        owner = container.labels[docker_module.LABEL_OWNER]
+        assert container.labels[engine.LABEL_JOB] == job.job_id
+        owner = container.labels[engine.LABEL_OWNER]
         assert owner == f"{socket.gethostname()}:{os.getpid()}"
         assert future.result(timeout=120).status is ExecStatus.TIMEOUT
         assert containers_of(sandbox) == []
@@ -72,14 +73,14 @@ def test_cleanup_removes_containers_of_dead_owners(sandbox) -> None:
     client = sandbox._client
     labelled = {}
     for who, pid in (("dead", finished.stdout.strip()), ("alive", str(os.getpid()))):
-        owner = {docker_module.LABEL_OWNER: f"{socket.gethostname()}:{pid}"}
+        owner = {engine.LABEL_OWNER: f"{socket.gethostname()}:{pid}"}
         labelled[who] = client.containers.create(sandbox.image, ["sleep", "300"], labels=owner)
     try:
         removed = cleanup_leaked_containers(client)
         assert labelled["dead"].id in removed and labelled["alive"].id not in removed
     finally:
         for container in labelled.values():
-            with contextlib.suppress(docker_module.require("docker").errors.NotFound):
+            with contextlib.suppress(engine.require("docker").errors.NotFound):
                 container.remove(force=True)
 
 
@@ -91,7 +92,7 @@ def test_engine_down_is_a_clear_error() -> None:
 def test_missing_image_names_the_fix(monkeypatch) -> None:
     with pytest.raises(SandboxImageMissingError, match="docker build"):
         DockerSandbox(image="wmrl-sandbox:no-such-tag")
-    monkeypatch.setattr(docker_module, "default_image", lambda: "wmrl-sandbox:not-built")
+    monkeypatch.setattr(sandbox_module, "default_image", lambda: "wmrl-sandbox:not-built")
     with pytest.raises(SandboxImageMissingError, match="wmrl build-image"):
         DockerSandbox()
 

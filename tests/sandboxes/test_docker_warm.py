@@ -23,7 +23,7 @@ from sandbox_testing import (
 
 from wmrl_env.executors import ExecStatus
 from wmrl_env.sandboxes import DockerSandbox, DockerUnavailableError, Job
-from wmrl_env.sandboxes.docker_warm import WARM_CAPABILITIES, DockerWarmServer
+from wmrl_env.sandboxes.docker.warm import WARM_CAPABILITIES, DockerWarmServer
 
 pytestmark = pytest.mark.docker
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from wmrl_env.cli import build_image as command
-from wmrl_env.sandboxes.docker_sandbox import connect
+from wmrl_env.sandboxes.docker.engine import connect
 from wmrl_env.sandboxes.image import build_image, default_image, recipe_dir
 
 

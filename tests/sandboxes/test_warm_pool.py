@@ -158,3 +158,18 @@ def test_warm_without_bwrap_runs_cold_and_says_so() -> None:
             [result] = sandbox.run([Job("pass")])
     assert result.ok and result.metadata["warm"] is False
     assert any("warm pool needs bwrap" in str(w.message) for w in caught)
+
+
+def test_a_job_without_a_uid_of_its_own_runs_as_its_server(monkeypatch) -> None:
+    """As root, where jobs cannot get a dedicated uid (weak isolation, opted in), a warm job
+    keeps its server's uid: root of the server's user namespace, an unprivileged uid outside,
+    which owns the job's directory; without root, the caller's uid, as before."""
+    from wmrl_env.sandboxes import local
+    from wmrl_env.sandboxes.isolation import LEVELS
+
+    monkeypatch.setattr(local, "_choose_isolation", lambda *args: (LEVELS[0], False))
+    program = "import os\nopen('uid.txt', 'w').write(str(os.getuid()))\n"
+    with LocalSandbox(timeout_s=30, warm=True, preload=(), allow_weak_isolation=True) as sb:
+        [result] = sb.run([Job(program, output_files=("uid.txt",))])
+    assert result.ok, result
+    assert result.outputs["uid.txt"] == str(0 if os.geteuid() == 0 else os.getuid()).encode()

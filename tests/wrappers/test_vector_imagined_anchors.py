@@ -92,7 +92,10 @@ def test_pi_sums_to_the_anchors_and_the_draw_realises_it():
 @pytest.mark.parametrize("method", ["wmrl", "ppi"])
 def test_the_drawn_groups_are_executed_and_pi_reaches_the_fusion(method):
     log = CallLog()
-    envs = make_envs(method, log, anchor_priority="uncertainty", imagination_policy=push_away)
+    shadow = "closed" if method == "ppi" else "open"  # ppi is refused with the open shadow
+    envs = make_envs(
+        method, log, anchor_priority="uncertainty", imagination_policy=push_away, shadow=shadow
+    )
     obs, reset_info = envs.reset(seed=3)
     pi = expected_pi(envs, obs)
     anchors = reset_info["is_anchor"]

@@ -213,6 +213,7 @@ def run_arm(
                 inclusion_probabilities=inclusion,
                 screened=screened,
                 wm_std=prediction.std,  # the gate weighs anchor pairs by it
+                clusters=group_ids,  # each task recurs every round: one cluster for the gate
             )
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])

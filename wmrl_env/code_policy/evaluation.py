@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 
 from wmrl_env.executors.base import ExecStatus, Executor, outcome_score
 from wmrl_env.utils.imports import require
+from wmrl_env.utils.python_source import parses
 
 __all__ = [
     "ProgramOutcome",
@@ -55,15 +55,6 @@ class ProgramOutcome:
     status: str
     score: float
     in_grid: bool
-
-
-def parses(program: str) -> bool:
-    """Whether ``program`` is valid Python."""
-    try:
-        ast.parse(program)
-    except (SyntaxError, ValueError):
-        return False
-    return True
 
 
 def grid_hashes(task_id: str) -> set[str]:

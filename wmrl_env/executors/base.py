@@ -103,6 +103,7 @@ class ExecutorClosedError(RuntimeError):
 
 
 def new_job_id() -> str:
+    """A fresh unique job id (a random UUID4 in hex)."""
     return uuid.uuid4().hex
 
 

@@ -15,8 +15,9 @@ from wmrl_env.fusion.gate import WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights
 from wmrl_env.fusion.monitor import GapMonitor, RewardHackingWarning
+from wmrl_env.fusion.outputs import AnchorFit, FusionOutput
 from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
-from wmrl_env.fusion.reward_fusion import METHODS, AnchorFit, FusionOutput, RewardFusion
+from wmrl_env.fusion.reward_fusion import METHODS, RewardFusion
 from wmrl_env.fusion.screening import SCREENINGS, screen_members
 
 __all__ = [

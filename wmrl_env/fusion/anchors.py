@@ -95,25 +95,48 @@ def select_anchor_groups(
     return chosen, pi
 
 
-def uncertainty_priorities(group_ids: np.ndarray, wm_std: np.ndarray) -> np.ndarray:
+def _known_mask(known: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    if known is None:
+        return np.zeros(shape, dtype=bool)
+    mask = np.asarray(known)
+    if mask.dtype != bool or mask.shape != shape:
+        raise ValueError(f"known must be a bool mask of shape {shape}")
+    return mask
+
+
+def uncertainty_priorities(
+    group_ids: np.ndarray, wm_std: np.ndarray, known: np.ndarray | None = None
+) -> np.ndarray:
     """Per-trajectory anchor priorities from the world model's predictive std: each group's
     expected absolute error ``E|r - s| = sqrt(2 / pi) * sqrt(mean_g std^2)`` (Gaussian
     predictive distribution), constant within the group. A non-finite std (an invalid
-    prediction) counts as the batch's largest finite one.
+    prediction) counts as the batch's largest finite one. Members in ``known`` (outcomes
+    known without execution, per trajectory) are left out: nothing is learnt from them; a
+    group of known members only has priority 0.
 
     >>> uncertainty_priorities(np.array([0, 0, 1, 1]), np.array([0.1, 0.1, 0.3, np.nan])).round(3)
+    array([0.08 , 0.08 , 0.239, 0.239])
+    >>> known = np.array([False, False, False, True])
+    >>> uncertainty_priorities(np.array([0, 0, 1, 1]), np.array([0.1, 0.1, 0.3, np.nan]),
+    ...                        known).round(3)
+    array([0.08 , 0.08 , 0.239, 0.239])
+    >>> uncertainty_priorities(np.array([0, 0, 1, 1]), np.array([0.1, 0.1, 0.3, 9.0]),
+    ...                        known).round(3)
     array([0.08 , 0.08 , 0.239, 0.239])
     """
     groups = GroupIndex.from_ids(group_ids)
     std = np.asarray(wm_std, dtype=np.float64)
     if std.shape != groups.inverse.shape:
         raise ValueError(f"wm_std has shape {std.shape}, expected {groups.inverse.shape}")
+    unknown = ~_known_mask(known, std.shape)
     finite = np.isfinite(std)
     if (std[finite] < 0).any():
         raise ValueError("wm_std must be non-negative")
-    fill = float(std[finite].max()) if finite.any() else 1.0
+    fill = float(std[finite & unknown].max()) if (finite & unknown).any() else 1.0
     std = np.where(finite, std, fill)
-    return groups.broadcast(math.sqrt(2.0 / math.pi) * np.sqrt(groups.mean(std**2)))
+    mean_square = groups.mean(np.where(unknown, std**2, 0.0), unknown)
+    mean_square = np.where(groups.count(unknown) > 0, mean_square, 0.0)
+    return groups.broadcast(math.sqrt(2.0 / math.pi) * np.sqrt(mean_square))
 
 
 def ucb_priorities(
@@ -122,6 +145,7 @@ def ucb_priorities(
     wm_std: np.ndarray | None = None,
     kappa: float = 1.0,
     reference: np.ndarray | None = None,
+    known: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-trajectory anchor priorities from the upper bound of each group's world-model
     scores: ``U_g = max_i (s_i + kappa * std_i)``, the most a member of the group may score.
@@ -132,7 +156,9 @@ def ucb_priorities(
 
     Non-finite scores (invalid predictions, anchored anyway) are left out of ``U_g``; a group
     with none left gets the batch's largest ``U``. A non-finite std counts as the batch's
-    largest finite one; ``wm_std=None`` (a world model without a std) is 0.
+    largest finite one; ``wm_std=None`` (a world model without a std) is 0. Members in
+    ``known`` (outcomes known without execution) are left out of ``U_g`` too; a group of
+    known members only has priority 0.
 
     >>> ids = np.array([0, 0, 1, 1, 2, 2])
     >>> s, sd = np.array([0.5, 0.7, 0.9, 0.2, 0.4, 0.4]), np.full(6, 0.1)
@@ -155,13 +181,15 @@ def ucb_priorities(
     if (std[finite_std] < 0).any():
         raise ValueError("wm_std must be non-negative")
     std = np.where(finite_std, std, std[finite_std].max() if finite_std.any() else 0.0)
-    upper = np.where(np.isfinite(scores), scores + kappa * std, -np.inf)
+    unknown = ~_known_mask(known, n)
+    upper = np.where(np.isfinite(scores) & unknown, scores + kappa * std, -np.inf)
     per_group = np.full(groups.num_groups, -np.inf)
     np.maximum.at(per_group, groups.inverse, upper)
-    known = np.isfinite(per_group)
-    if not known.any():
+    finite = np.isfinite(per_group)
+    if not finite.any():
         return np.zeros(n)
-    per_group[~known] = per_group[known].max()
+    all_known = groups.count(unknown) == 0
+    per_group[~finite] = per_group[finite].max()
     base = np.full(groups.num_groups, per_group.min())
     if reference is not None:
         ref = np.asarray(reference, dtype=np.float64)
@@ -170,4 +198,4 @@ def ucb_priorities(
         ref_group = groups.mean(np.nan_to_num(ref, nan=0.0, posinf=0.0, neginf=0.0))
         has_ref = groups.count(np.isfinite(ref)) == groups.sizes
         base = np.where(has_ref, ref_group, base)
-    return groups.broadcast(np.maximum(per_group - base, 0.0))
+    return groups.broadcast(np.where(all_known, 0.0, np.maximum(per_group - base, 0.0)))

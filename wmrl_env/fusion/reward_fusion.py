@@ -21,10 +21,6 @@ feeds the reward-hacking monitor (:class:`GapMonitor`), except under ``"real"``,
 do not use the world model. A round is ``select_anchors`` ->
 (``force_anchors``) -> ``step``; the fusion is the one record of inclusion probabilities.
 
-Failed real executions are marked with ``failed`` (their real score is NaN): they leave the
-group baseline and get advantage 0. A world-model prediction marked invalid (``wm_valid``)
-must belong to an anchored group, whose rewards come from real execution.
-
 Example:
     >>> import numpy as np
     >>> fusion = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
@@ -41,92 +37,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from wmrl_env.fusion.advantages import SCALINGS, AdvantageScaling, group_advantages
+from wmrl_env.fusion.advantages import AdvantageScaling, group_advantages
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
-from wmrl_env.fusion.calibration import CalibrationUpdate, OnlineCalibrator
-from wmrl_env.fusion.gate import WorldModelGate
+from wmrl_env.fusion.calibration import OnlineCalibrator
+from wmrl_env.fusion.gate import HORIZON, WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights, within_group_variances
 from wmrl_env.fusion.monitor import GapMonitor, GapReading
-from wmrl_env.fusion.ppi import power_tuned_lambda, rectified_rewards
+from wmrl_env.fusion.outputs import AnchorFit, FusionOutput, step_metrics
+from wmrl_env.fusion.ppi import power_tuned_lambda
+from wmrl_env.fusion.rewards import (
+    at_natural_level,
+    calibrated_scores,
+    fused_rewards,
+    natural_rewards,
+)
 from wmrl_env.fusion.selection import AnchorRecord
+from wmrl_env.fusion.validation import (
+    CALIBRATED_METHODS,
+    GATED_METHODS,
+    METHODS,
+    MONITORED_METHODS,
+    WEIGHTED_METHODS,
+    check_options,
+    per_group_priorities,
+    validate_step,
+)
 
-METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
-CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
-WEIGHTED_METHODS = ("denoise", "wmrl")
-GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anchors' evidence
-# the methods whose rewards use the world model: only they can be hacked through it
-MONITORED_METHODS = tuple(method for method in METHODS if method != "real")
-GATES: tuple[str, ...] = ("evidence", "off")
-GATE_STDS: tuple[str, ...] = ("wls", "ignore")
-
-
-@dataclass(frozen=True)
-class FusionOutput:
-    """The result of one :meth:`RewardFusion.step`; arrays have one entry per trajectory.
-
-    Attributes:
-        rewards: the fused reward ``x`` (NaN for failed executions).
-        advantages: group-centred, scaled ``x``, multiplied by ``weights`` (0 when failed).
-        weights: positive fusion weights with mean 1, already folded into ``advantages``.
-        calibrated: the calibrated world-model score ``f(s)`` (NaN where ``s`` is invalid).
-        is_anchor: whether the trajectory's group was executed for real.
-        inclusion: the inclusion probability of each anchor's group (NaN elsewhere).
-        kappa: the smoothed variance ratio in use.
-        metrics: diagnostics for logging (see :meth:`RewardFusion.step`).
-    """
-
-    rewards: np.ndarray
-    advantages: np.ndarray
-    weights: np.ndarray
-    calibrated: np.ndarray
-    is_anchor: np.ndarray
-    inclusion: np.ndarray
-    kappa: float
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class AnchorFit:
-    """What :meth:`RewardFusion.observe_anchors` learnt from one step's anchor pairs.
-
-    Attributes:
-        update: the calibrator's update (``None`` for a fusion that does not calibrate).
-        cross_fitted: per pair, ``f_{-fold}(s)`` (NaN where no out-of-sample map existed).
-        known: per pair, whether ``cross_fitted`` is known.
-        variances: pooled ``(sigma2_e, sigma2_r, dof)`` of the known pairs.
-        gap: mean ``cross_fitted - real`` over the known pairs (NaN when none).
-        monitor: the reward-hacking monitor's reading after this gap.
-    """
-
-    update: CalibrationUpdate | None
-    cross_fitted: np.ndarray
-    known: np.ndarray
-    variances: tuple[float, float, int]
-    gap: float
-    monitor: GapReading
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """A validated step input."""
-
-    groups: GroupIndex
-    wm: np.ndarray | None
-    real: np.ndarray
-    failed: np.ndarray
-    wm_valid: np.ndarray
-    is_anchor: np.ndarray
-    pi: np.ndarray
-    clusters: np.ndarray | None = None
-    screened: np.ndarray | None = None
-    wm_std: np.ndarray | None = None
-    known_scores: np.ndarray | None = None  # per trajectory: outcomes known without a draw
+__all__ = ["CALIBRATED_METHODS", "GATED_METHODS", "METHODS", "RewardFusion"]
 
 
 class RewardFusion:
@@ -151,11 +93,12 @@ class RewardFusion:
             (:class:`WorldModelGate`), 0 without clear evidence. ``"off"``: ``wmrl`` uses
             ``lam = 1`` and ``ppi`` the slope of the current step alone (the earlier design).
         gate_decay, gate_alpha: the gate's weight per step of age and one-sided level.
-        gate_std: ``"wls"`` (default): when :meth:`step` gets the world model's ``wm_std``,
-            the gate's slope is fitted by weighted least squares, each anchor pair weighed by
-            ``(median sigma^2 / sigma^2) ** beta`` with ``beta`` in ``[0, 1]`` learnt from
-            earlier anchors (0 when the std says nothing about the errors;
-            :mod:`~wmrl_env.fusion.precision`); ``"ignore"``: the unweighted slope.
+        gate_horizon: steps without new anchor evidence over which the gate's weight falls
+            linearly to 0 (``None``: it holds).
+        gate_std: ``"wls"`` (default): with :meth:`step`'s ``wm_std``, the gate also fits the
+            precision-weighted slope (``gate.weighted_estimate``, a diagnostic,
+            :mod:`~wmrl_env.fusion.precision`); the weight stays the unweighted slope's, whose
+            never-worse range holds whatever the std says. ``"ignore"``: no weighted slope.
         monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
         centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
             one, e.g. a single-env wrapper).
@@ -178,30 +121,14 @@ class RewardFusion:
         wm_gate: str = "evidence",
         gate_decay: float = 0.95,
         gate_alpha: float = 0.05,
+        gate_horizon: int | None = HORIZON,
         gate_std: str = "wls",
         monitor_window: int = 16,
         monitor_alpha: float = 0.001,
         centre_groups: bool = True,
     ) -> None:
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        if not 0.0 <= anchor_fraction <= 1.0:
-            raise ValueError(f"anchor_fraction must be in [0, 1], got {anchor_fraction}")
-        if min_anchor_groups < 0:
-            raise ValueError(f"min_anchor_groups must be >= 0, got {min_anchor_groups}")
-        if advantage_scaling not in SCALINGS:
-            raise ValueError(f"advantage_scaling must be one of {SCALINGS}")
-        if method == "ppi" and advantage_scaling == "group":
-            raise ValueError(
-                "advantage_scaling='group' cannot be used with method 'ppi': dividing each group "
-                "by its own standard deviation undoes the 1/pi rectification (the advantages' "
-                "expectation over the anchor draw is no longer the all-real one); use 'batch' "
-                "(one scalar, PPI-safe) or 'none'"
-            )
-        if wm_gate not in GATES:
-            raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
-        if gate_std not in GATE_STDS:
-            raise ValueError(f"gate_std must be one of {GATE_STDS}, got {gate_std!r}")
+        check_options(method, anchor_fraction, min_anchor_groups, advantage_scaling, wm_gate,
+                      gate_std)  # fmt: skip
         self.method = method
         self.anchor_fraction = anchor_fraction
         self.min_anchor_groups = min_anchor_groups
@@ -215,7 +142,7 @@ class RewardFusion:
         self.kappa_estimator = KappaEstimator(
             kappa_max=kappa_max, smoothing=kappa_smoothing, centre=centre_groups
         )
-        self.gate = WorldModelGate(decay=gate_decay, alpha=gate_alpha)
+        self.gate = WorldModelGate(decay=gate_decay, alpha=gate_alpha, horizon=gate_horizon)
         self.monitor = GapMonitor(window=monitor_window, alpha=monitor_alpha)
         self.step_lambda = 1.0  # wm_gate="off", ppi: the last per-step power-tuned lambda
         self.step_count = 0
@@ -259,13 +186,7 @@ class RewardFusion:
         elif self.method == "wm":
             chosen, pi = np.zeros(m, dtype=bool), np.zeros(m)
         else:
-            priorities = None
-            if group_priorities is not None:
-                per_trajectory = np.asarray(group_priorities, dtype=np.float64)
-                _check_length("group_priorities", per_trajectory, groups.inverse.size)
-                priorities = groups.mean(per_trajectory)
-                if not np.allclose(groups.broadcast(priorities), per_trajectory):
-                    raise ValueError("group_priorities must be constant within each group")
+            priorities = per_group_priorities(groups, group_priorities)
             n_anchor = num_anchor_groups(m, self.anchor_fraction, self.min_anchor_groups)
             chosen, pi = select_anchor_groups(m, n_anchor, self._rng, priorities, self.uniform_mix)
         self._record = AnchorRecord.draw(group_ids, chosen, pi)
@@ -280,15 +201,20 @@ class RewardFusion:
             raise RuntimeError("force_anchors needs a round: call select_anchors first")
         return self._record.force(trajectories)
 
-    def screen_anchors(self, executed: np.ndarray, member_pi: np.ndarray) -> np.ndarray:
+    def screen_anchors(
+        self, executed: np.ndarray, member_pi: np.ndarray, known: np.ndarray | None = None
+    ) -> np.ndarray:
         """Execute only the ``executed`` members of the round's anchor groups (world-model
         screening, :func:`~wmrl_env.fusion.screening.screen_members`), each with probability
         ``member_pi`` given its group; the others are scored by the world model. Each
-        member's inclusion probability becomes ``pi_g * member_pi``. Returns the members to
-        execute, per trajectory. ``ppi`` needs ``member_pi > 0`` for every member."""
+        member's inclusion probability becomes ``pi_g * member_pi``. ``known`` (per
+        trajectory): members whose outcome is known without execution (pass the same to
+        :meth:`step` as ``known_scores``); they are neither executed nor screened out.
+        Returns the members to execute, per trajectory. ``ppi`` needs ``member_pi > 0`` for
+        every screened member."""
         if self._record is None:
             raise RuntimeError("screen_anchors needs a round: call select_anchors first")
-        return self._record.screen(executed, member_pi)
+        return self._record.screen(executed, member_pi, known)
 
     def step(
         self,
@@ -306,55 +232,23 @@ class RewardFusion:
     ) -> FusionOutput:
         """Fuse one batch and end the round. ``real_scores`` is NaN where not executed.
 
-        Failures: a program's own failure (crash, timeout, out of memory, invalid output) is
-        an outcome — pass it as a real score (``failure_score``, e.g. with
-        :func:`~wmrl_env.executors.outcome_score`); ``failed`` marks *infrastructure*
-        failures only (the score is unknown: left out of the baseline, advantage 0).
-
-        ``clusters`` (optional, per trajectory, constant within a group): the task each group
-        belongs to (e.g. its context or task id); the gate counts a task that recurs across
-        steps as one cluster. Default: each (step, group) its own cluster.
-
-        ``wm_std`` (optional, per trajectory): the world model's predictive std, finite and
-        ``>= 0`` wherever the prediction is valid (``ValueError`` otherwise; mark such
-        predictions ``wm_valid=False``). With ``gate_std="wls"`` the gate weighs each anchor
-        pair by its relative precision (see the class's ``gate_std``).
-
-        ``known_scores`` (optional, per trajectory, NaN where unknown): outcomes known without
-        a real execution drawn at random — e.g. a program that does not parse, which would
-        certainly fail, at its ``failure_score``. Such a member's reward *is* its known score,
-        in every method, and its group stays what it is (a world-model group is not forced to
-        execute); its real score must be NaN and it may have an invalid world-model
-        prediction. It is no evidence: selected by what is known about it, not by the draw,
-        it is never a calibration pair and enters neither ``kappa``, nor the gate, nor PPI's
-        rectification (its reward equals its real outcome for every draw, so PPI stays
-        unbiased).
-
-        Inclusion probabilities come from the round's :meth:`select_anchors` /
-        :meth:`force_anchors` (a group with real scores that was neither drawn nor forced is
-        an error); without a round, from ``inclusion_probabilities`` (anchors drawn by the
-        caller), else uniform ``m / M`` (a simple random sample of groups).
+        ``failed`` marks infrastructure failures, ``known_scores`` outcomes known without
+        execution, ``clusters`` each group's task; the rules for these, ``wm_std``, and
+        where inclusion probabilities come from: :mod:`~wmrl_env.fusion.validation`.
 
         ``screened`` (per trajectory; or recorded by :meth:`screen_anchors`): members of
         anchor groups left unexecuted by world-model screening. Their group is then only
         partly executed: the executed members are the anchors (``is_anchor`` per trajectory),
         ``inclusion_probabilities`` are per member (``pi_g * pi_{i|g}``), and the others
-        are scored by the world model (``wmrl``: shrunk by ``lam`` towards their group's
-        calibrated mean, so a closed gate does not favour the executed members).
+        are scored by the world model (``wmrl``: at the executed members' real level,
+        ``mean r + lam (f - mean f)`` over them, so a shut gate moves no advantage whatever
+        the world model's level for the task; :mod:`~wmrl_env.fusion.rewards`).
 
-        ``metrics`` holds: ``n_groups``, ``n_anchor_groups``, ``n_anchor_trajectories``,
-        ``n_failed``, ``n_wm_invalid``, ``n_pairs`` (calibration window), ``spearman``
-        (window), ``calibration_fallback`` and ``calibration_reason``, ``residual_mse``
-        (cross-fitted, this step's anchors), ``residual_var``/``real_var`` (within-group),
-        ``kappa``, ``kappa_raw``, ``wm_weight`` (the world model's weight ``lam`` used this
-        step), ``wm_weight_estimate`` / ``wm_weight_se`` (the pooled slope behind the next
-        one), ``anchor_gap`` (mean cross-fitted calibrated minus real score on anchors:
-        positive means the world model over-scores), ``anchor_gap_trend`` /
-        ``anchor_gap_trend_t`` (its slope per step over the monitor's window and t statistic),
-        ``hacking_alarm`` (1 while the gap trends upward beyond its noise) and
-        ``reward_mean``.
+        ``metrics``: see :func:`~wmrl_env.fusion.outputs.step_metrics`.
         """
-        batch = self._validate(
+        batch = validate_step(
+            self.method,
+            self._record,
             group_ids,
             wm_scores,
             real_scores,
@@ -385,13 +279,8 @@ class RewardFusion:
                 weights=1.0 / batch.pi[pair],
                 wm_std=batch.wm_std[pair] if use_std else None,
             )
-        calibrated = np.full(batch.real.shape, np.nan)
-        if batch.wm is not None:
-            current = prior_map if exact_ppi else self.calibrator.map
-            calibrated[batch.wm_valid] = current(batch.wm[batch.wm_valid])
-        cross_fitted = np.full(batch.real.shape, np.nan)
-        if fit is not None:
-            cross_fitted[pair] = fit.cross_fitted
+        current = prior_map if exact_ppi else self.calibrator.map
+        calibrated, cross_fitted = calibrated_scores(batch, current, pair, fit)
         fitted = pair & ~np.isnan(cross_fitted)
         if self.method == "ppi" and self.wm_gate == "off":
             step_lambda = power_tuned_lambda(
@@ -402,14 +291,14 @@ class RewardFusion:
         # PPI's rectifier: the prior map (exact), else the cross-fitted prediction where fitted
         rectifier = calibrated if exact_ppi else np.where(fitted, cross_fitted, calibrated)
 
-        rewards = self._rewards(batch, calibrated, rectifier, lam)
+        rewards = fused_rewards(self.method, batch, calibrated, rectifier, lam)
         if self.method in WEIGHTED_METHODS:
             weights = fusion_weights(batch.is_anchor, self.kappa_estimator.kappa)
         else:
             weights = np.ones(batch.real.shape)
-        scale_from = self._natural_rewards(batch, calibrated)
+        scale_from = natural_rewards(self.method, batch, calibrated)
         if self.method == "wmrl":
-            rewards = self._at_natural_level(rewards, scale_from, batch.groups, ~known_outcome)
+            rewards = at_natural_level(rewards, scale_from, batch, ~known_outcome)
         rewards = np.where(known_outcome, batch.known_scores, rewards)
         if scale_from is not None:
             scale_from = np.where(known_outcome, batch.known_scores, scale_from)
@@ -420,16 +309,13 @@ class RewardFusion:
         residuals = batch.real[fitted] - cross_fitted[fitted]
         if self.method == "denoise":
             residuals = batch.real[pair] - batch.wm[pair]
-        metrics = self._metrics(batch, fit, residuals, rewards, lam)
+        metrics = step_metrics(
+            batch, fit, residuals, rewards, lam, self.step_count, self.kappa_estimator, self.gate
+        )
+        inclusion = np.where(batch.is_anchor, batch.pi, np.nan)
+        kappa = self.kappa_estimator.kappa
         return FusionOutput(
-            rewards=rewards,
-            advantages=advantages,
-            weights=weights,
-            calibrated=calibrated,
-            is_anchor=batch.is_anchor,
-            inclusion=np.where(batch.is_anchor, batch.pi, np.nan),
-            kappa=self.kappa_estimator.kappa,
-            metrics=metrics,
+            rewards, advantages, weights, calibrated, batch.is_anchor, inclusion, kappa, metrics
         )
 
     def observe_anchors(
@@ -450,8 +336,8 @@ class RewardFusion:
         each pair's task (see :meth:`step`); ``weights`` each pair's design weight (``1 / pi``
         of its group: the calibration map, ``kappa`` and the gate are fitted with them, so
         oversampled groups do not dominate); ``wm_std`` each pair's predictive std (the gate's
-        weighted least squares, see ``gate_std``). With ``centre_groups=False`` (groups of one) the
-        gate centres each call's pairs together: one call is one cluster. No pairs still
+        precision-weighted slope, see ``gate_std``). With ``centre_groups=False`` (groups of
+        one) the gate centres each call's pairs together: one call is one cluster. No pairs still
         counts as a step: the calibration window and the gate's pool age.
         """
         lam = self.wm_weight  # the weight of the stream this step uses (fixed before it)
@@ -512,300 +398,3 @@ class RewardFusion:
         self._rng.bit_generator.state = state["rng"]
         record = state["record"]
         self._record = None if record is None else AnchorRecord.from_state_dict(record)
-
-    # ------------------------------------------------------------------ internals
-    def _rewards(
-        self, batch: _Batch, calibrated: np.ndarray, rectifier: np.ndarray, lam: float
-    ) -> np.ndarray:
-        real = np.where(batch.failed, np.nan, batch.real)
-        if self.method == "real":
-            return real
-        if self.method == "wm":
-            return batch.wm.copy()
-        if self.method == "ppi":
-            rewards = rectified_rewards(calibrated, rectifier, real, batch.is_anchor, batch.pi, lam)
-            # an anchor whose world-model score is invalid has nothing to rectify with
-            return np.where(batch.is_anchor & ~batch.wm_valid, real / batch.pi, rewards)
-        wm_stream = batch.wm if self.method == "denoise" else calibrated
-        if self.method == "wmrl":  # the shrunk prediction lam * f~ (level set later) ...
-            shrunk = lam * wm_stream
-            if batch.screened.any():  # ... beside real scores: at its group's level
-                groups, valid = batch.groups, ~np.isnan(wm_stream)
-                level = groups.broadcast(groups.mean(np.where(valid, wm_stream, 0.0), valid))
-                partial = groups.broadcast(groups.count(batch.screened) > 0)
-                shrunk = np.where(partial, level + lam * (wm_stream - level), shrunk)
-            wm_stream = shrunk
-        return np.where(batch.is_anchor, real, wm_stream)
-
-    @staticmethod
-    def _at_natural_level(
-        rewards: np.ndarray, natural: np.ndarray | None, groups: GroupIndex, members: np.ndarray
-    ) -> np.ndarray:
-        """Each group's rewards moved to the level of its natural rewards (real mean on
-        anchors, calibrated mean elsewhere), deviations kept: ``wmrl``'s world-model groups
-        get ``mean_g f + lam (f - mean_g f)``, so a critic or ``reward_mean`` sees scores on
-        the real scale. Group-centred advantages are unchanged. (``ppi`` keeps its rewards,
-        unbiased per trajectory over the draw, whose anchor levels swing by ``1 / pi``.)
-        Only ``members`` (those without a known outcome) are moved, over their own mean."""
-        if natural is None:
-            return rewards
-        valid = ~np.isnan(rewards) & members
-        level = groups.broadcast(groups.mean(natural, ~np.isnan(natural) & members))
-        moved = groups.centre(rewards, valid) + level
-        return np.where(valid & np.isfinite(level), moved, rewards)
-
-    def _natural_rewards(self, batch: _Batch, calibrated: np.ndarray) -> np.ndarray | None:
-        """The rewards whose spread sets the batch scale of the advantages: real on anchors,
-        the (calibrated) world model elsewhere — neither ``1 / pi`` nor the gate rescales
-        them, so neither changes the size of a world-model group's advantages."""
-        if self.method in ("real", "wm"):
-            return None
-        real = np.where(batch.failed, np.nan, batch.real)
-        wm_stream = batch.wm if self.method == "denoise" else calibrated
-        return np.where(batch.is_anchor, real, wm_stream)
-
-    def _metrics(
-        self,
-        batch: _Batch,
-        fit: AnchorFit | None,
-        residuals: np.ndarray,
-        rewards: np.ndarray,
-        lam: float,
-    ) -> dict[str, Any]:
-        anchor_groups = int(batch.groups.count(batch.is_anchor).astype(bool).sum())
-        estimator = self.kappa_estimator
-        update = fit.update if fit is not None else None
-        nan = float("nan")
-        residual_var, real_var, _ = fit.variances if fit is not None else (nan, nan, 0)
-        monitor = fit.monitor if fit is not None else GapReading(nan, nan, False)
-        return {
-            "step": self.step_count,
-            "n_groups": batch.groups.num_groups,
-            "n_anchor_groups": anchor_groups,
-            "n_anchor_trajectories": int(batch.is_anchor.sum()),
-            "n_failed": int(batch.failed.sum()),
-            "n_wm_invalid": int((~batch.wm_valid).sum()),
-            "n_known": int((~np.isnan(batch.known_scores)).sum()),
-            "n_pairs": update.n_pairs if update else 0,
-            "spearman": update.spearman if update else nan,
-            "calibration_fallback": update.fallback if update else "previous",
-            "calibration_reason": update.reason if update else "no calibration",
-            "residual_mse": float(np.mean(residuals**2)) if residuals.size else nan,
-            "residual_var": residual_var,
-            "real_var": real_var,
-            "kappa": estimator.kappa,
-            "kappa_raw": estimator.raw,
-            "wm_weight": lam,
-            "wm_weight_estimate": self.gate.estimate,
-            "wm_weight_se": self.gate.standard_error,
-            "wm_weight_dof": self.gate.dof,
-            "gate_clusters": self.gate.num_clusters,
-            "anchor_gap": fit.gap if fit is not None else nan,
-            "anchor_gap_trend": monitor.trend,
-            "anchor_gap_trend_t": monitor.t_statistic,
-            "hacking_alarm": int(monitor.alarm),
-            "reward_mean": float(np.nanmean(rewards)) if (~np.isnan(rewards)).any() else 0.0,
-        }
-
-    def _validate(
-        self,
-        group_ids: Sequence[Any] | np.ndarray,
-        wm_scores: np.ndarray | None,
-        real_scores: np.ndarray,
-        failed: np.ndarray | None,
-        wm_valid: np.ndarray | None,
-        inclusion_probabilities: np.ndarray | None,
-        clusters: Sequence[Any] | np.ndarray | None = None,
-        screened: np.ndarray | None = None,
-        wm_std: np.ndarray | None = None,
-        known_scores: np.ndarray | None = None,
-    ) -> _Batch:
-        groups = GroupIndex.from_ids(group_ids)
-        n = groups.inverse.size
-        cluster_labels = None
-        if clusters is not None:
-            labels = list(clusters)
-            if len(labels) != n:
-                raise ValueError(f"clusters has {len(labels)} entries, expected {n} like group_ids")
-            cluster_labels = np.empty(n, dtype=object)
-            for i, label in enumerate(labels):
-                cluster_labels[i] = label
-        real = _as_float("real_scores", real_scores, n)
-        if np.isinf(real).any():
-            raise ValueError(
-                f"real_scores has inf at index {int(np.flatnonzero(np.isinf(real))[0])}"
-            )
-        failed = _as_bool("failed", failed, n, default=False)
-        if (failed & ~np.isnan(real)).any():
-            index = int(np.flatnonzero(failed & ~np.isnan(real))[0])
-            raise ValueError(f"trajectory {index} is marked failed but has a real score")
-        known = np.full(n, np.nan)
-        if known_scores is not None:
-            known = _as_float("known_scores", known_scores, n)
-            if np.isinf(known).any():
-                raise ValueError(
-                    f"known_scores has inf at index {int(np.flatnonzero(np.isinf(known))[0])}"
-                )
-        is_known = ~np.isnan(known)
-        both = is_known & (~np.isnan(real) | failed)
-        if both.any():
-            raise ValueError(
-                f"trajectory {int(np.flatnonzero(both)[0])} has a known score and a real score "
-                "(or failed=True): pass its outcome once, as one or the other"
-            )
-        wm_valid = _as_bool("wm_valid", wm_valid, n, default=True)
-        std = None
-        if wm_std is not None:
-            std = _as_float("wm_std", wm_std, n)
-            with np.errstate(invalid="ignore"):
-                bad_std = wm_valid & ~(np.isfinite(std) & (std >= 0))
-            if bad_std.any():
-                raise ValueError(
-                    f"wm_std has {int(bad_std.sum())} NaN/inf/negative values where the "
-                    f"prediction is valid (first at index {int(np.flatnonzero(bad_std)[0])}); "
-                    "mark such predictions with wm_valid=False"
-                )
-        wm = None
-        if wm_scores is None:
-            if self.method != "real":
-                raise ValueError(f"method {self.method!r} needs wm_scores")
-        else:
-            wm = _as_float("wm_scores", wm_scores, n)
-            bad = wm_valid & ~np.isfinite(wm)
-            if bad.any():
-                raise ValueError(
-                    f"wm_scores has {int(bad.sum())} NaN/inf values (first at index "
-                    f"{int(np.flatnonzero(bad)[0])}); mark garbage predictions with wm_valid=False"
-                )
-
-        executed = ~np.isnan(real) | failed
-        screened = self._screened(screened, n, executed)
-        executed_per_group = groups.count(executed)
-        anchored = executed_per_group > 0
-        partial = anchored & (groups.count(executed | screened | is_known) < groups.sizes)
-        if partial.any():
-            raise ValueError(
-                f"group {groups.ids[np.flatnonzero(partial)[0]]!r} has real scores on some "
-                "members and NaN on others; mark failed executions with failed=True (and "
-                "members left out by screening with screened=True)"
-            )
-        is_anchor = groups.broadcast(anchored) & ~screened
-        if self.method == "real" and (~is_anchor & ~is_known).any():
-            raise ValueError("method 'real' needs a real score (or failed=True) for every group")
-        if self.method != "real" and (~wm_valid & ~is_anchor & ~is_known).any():
-            raise ValueError(
-                "a world-model prediction marked invalid (wm_valid=False) is in a group that "
-                "was not executed: execute that group for real (or pass its known_scores)"
-            )
-        all_known = groups.count(is_known) == groups.sizes
-        pi = self._inclusion(
-            group_ids, groups, anchored, inclusion_probabilities, is_anchor, all_known
-        )
-        if self.method == "ppi" and not (pi[screened] > 0).all():
-            raise ValueError(
-                "ppi needs every member of an anchor group to have a chance of execution: "
-                "members screened out with probability 0 (screening='top') leave the group "
-                "mean without an unbiased correction; screen with 'pps'"
-            )
-        return _Batch(
-            groups,
-            wm,
-            real,
-            failed,
-            wm_valid,
-            is_anchor,
-            pi,
-            cluster_labels,
-            screened=screened,
-            wm_std=std,
-            known_scores=known,
-        )
-
-    def _screened(self, given: np.ndarray | None, n: int, executed: np.ndarray) -> np.ndarray:
-        """Per trajectory, left unexecuted by screening: from the round's record (see
-        :meth:`screen_anchors`) or ``given``; such members must have no real score."""
-        if given is not None and self._record is not None:
-            raise ValueError(
-                "screened was passed, but this round's record holds the screening: use "
-                "screen_anchors or the screened argument, not both"
-            )
-        if given is not None:
-            screened = _as_bool("screened", given, n, default=False)
-        elif self._record is not None and self._record.screened.shape == (n,):
-            screened = self._record.screened
-        else:
-            screened = np.zeros(n, dtype=bool)
-        if (screened & executed).any():
-            index = int(np.flatnonzero(screened & executed)[0])
-            raise ValueError(f"trajectory {index} is marked screened out but has a real score")
-        return screened
-
-    def _inclusion(
-        self,
-        group_ids: Sequence[Any] | np.ndarray,
-        groups: GroupIndex,
-        anchored: np.ndarray,
-        given: np.ndarray | None,
-        is_anchor: np.ndarray,
-        all_known: np.ndarray,
-    ) -> np.ndarray:
-        """Per-trajectory inclusion probability of each anchored group (see :meth:`step`);
-        under screening, of each member (``is_anchor``: the members executed)."""
-        n = groups.inverse.size
-        record = self._record
-        if given is not None:
-            if record is not None:
-                raise ValueError(
-                    "inclusion_probabilities were passed, but select_anchors recorded this "
-                    "round's: use one source (force_anchors for groups executed with certainty)"
-                )
-            pi = _as_float("inclusion_probabilities", given, n)
-        elif record is not None:
-            if not record.matches(group_ids):
-                raise ValueError(
-                    "group_ids differ from those of the last select_anchors: step() must fuse "
-                    "the batch whose anchors were drawn"
-                )
-            unrecorded = anchored & ~record.anchored
-            if unrecorded.any():
-                raise ValueError(
-                    f"group {groups.ids[np.flatnonzero(unrecorded)[0]]!r} has real scores but "
-                    "was neither drawn by select_anchors nor forced: call force_anchors for "
-                    "groups executed outside the draw"
-                )
-            if self.method == "ppi" and (record.anchored & ~anchored & ~all_known).any():
-                raise ValueError(
-                    "a group chosen by select_anchors has no real score: PPI needs every "
-                    "selected group executed (mark failures with failed=True)"
-                )
-            pi = record.per_trajectory_pi()
-        else:
-            pi = np.full(n, int(anchored.sum()) / groups.num_groups)
-        anchored_pi = pi[is_anchor]
-        if anchored_pi.size and not ((anchored_pi > 0) & (anchored_pi <= 1)).all():
-            raise ValueError("inclusion probabilities of anchored groups must be in (0, 1]")
-        return pi
-
-
-def _check_length(name: str, array: np.ndarray, n: int) -> None:
-    if array.ndim != 1 or array.shape[0] != n:
-        raise ValueError(f"{name} has shape {array.shape}, expected ({n},) like group_ids")
-
-
-def _as_float(name: str, values: Any, n: int) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numbers: {exc}") from exc
-    _check_length(name, array, n)
-    return array
-
-
-def _as_bool(name: str, values: Any, n: int, default: bool) -> np.ndarray:
-    if values is None:
-        return np.full(n, default)
-    array = np.asarray(values)
-    if array.dtype != bool:
-        raise ValueError(f"{name} must be a bool array, got dtype {array.dtype}")
-    _check_length(name, array, n)
-    return array

@@ -42,6 +42,7 @@ def screen_members(
     rng: np.random.Generator,
     how: str = "pps",
     uniform_mix: float = 0.5,
+    known: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Choose ``keep`` members of every group to execute, by their upper bound ``upper``.
 
@@ -49,6 +50,12 @@ def screen_members(
     conditional probability of execution given its group is an anchor (``pi_{i|g}``; 1 for
     every member of a group of at most ``keep``). A group holding a non-finite ``upper``
     (an invalid prediction, which must be executed) is executed whole, ``pi_{i|g} = 1``.
+
+    ``known`` (optional, per trajectory): members whose outcome is known without execution
+    (e.g. a program that does not parse). They are never executed (``member_pi`` 1: their
+    reward is their outcome, no probability enters it) and take no part in the choice: the
+    ``keep`` members come from the others, and a known member's non-finite ``upper`` does
+    not make its group execute whole.
     """
     if how not in SCREENINGS:
         raise ValueError(f"screening must be one of {SCREENINGS}, got {how!r}")
@@ -58,12 +65,20 @@ def screen_members(
     values = np.asarray(upper, dtype=np.float64)
     if values.shape != groups.inverse.shape:
         raise ValueError(f"upper has shape {values.shape}, expected {groups.inverse.shape}")
+    is_known = np.zeros(values.shape, dtype=bool)
+    if known is not None:
+        is_known = np.asarray(known)
+        if is_known.dtype != bool or is_known.shape != values.shape:
+            raise ValueError(f"known must be a bool mask of shape {values.shape}")
     executed = np.zeros(values.shape, dtype=bool)
-    member_pi = np.zeros(values.shape)
+    member_pi = np.ones(values.shape)  # known members keep 1
     order = np.argsort(groups.inverse, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(groups.sizes)])
     for g in range(groups.num_groups):
         members = order[bounds[g] : bounds[g + 1]]
+        members = members[~is_known[members]]
+        if not members.size:
+            continue
         u = values[members]
         if members.size <= keep or not np.isfinite(u).all():
             executed[members], member_pi[members] = True, 1.0
@@ -71,6 +86,7 @@ def screen_members(
         if how == "top":
             shuffled = rng.permutation(members.size)  # ties broken at random
             best = shuffled[np.argsort(-u[shuffled], kind="stable")[:keep]]
+            member_pi[members] = 0.0
             executed[members[best]], member_pi[members[best]] = True, 1.0
             continue
         priority = u - u.min()

@@ -89,10 +89,14 @@ class AnchorRecord:
         self.member_pi[whole], self.screened[whole] = 1.0, False
         return groups.broadcast(self.anchored)
 
-    def screen(self, executed: np.ndarray, member_pi: np.ndarray) -> np.ndarray:
+    def screen(
+        self, executed: np.ndarray, member_pi: np.ndarray, known: np.ndarray | None = None
+    ) -> np.ndarray:
         """Execute only the ``executed`` members of the anchor groups, each drawn with
         probability ``member_pi`` given its group (per trajectory; members of groups that are
-        not anchors are ignored). Returns the members executed, per trajectory."""
+        not anchors are ignored). ``known`` members (outcomes known without execution) are
+        neither executed nor screened out; a group of known members only executes none.
+        Returns the members executed, per trajectory."""
         n = self.group_ids.shape
         executed = np.asarray(executed)
         member_pi = np.asarray(member_pi, dtype=np.float64)
@@ -101,15 +105,21 @@ class AnchorRecord:
                 f"screen_anchors needs a bool mask and member probabilities of shape {n}, "
                 f"got {executed.dtype} {executed.shape} and {member_pi.shape}"
             )
+        is_known = np.zeros(n, dtype=bool) if known is None else np.asarray(known)
+        if is_known.dtype != bool or is_known.shape != n:
+            raise ValueError(f"known must be a bool mask of shape {n}")
+        if (executed & is_known).any():
+            raise ValueError("a member with a known outcome is marked executed")
         anchor = self.groups.broadcast(self.anchored)
         if not ((member_pi[anchor] >= 0) & (member_pi[anchor] <= 1)).all():
             raise ValueError("member probabilities must be in [0, 1]")
         if (executed & anchor & ~(member_pi > 0)).any():
             raise ValueError("an executed member has member probability 0")
-        if (self.groups.count(executed & anchor) == 0)[self.anchored].any():
+        runnable = self.groups.count(~is_known) > 0
+        if ((self.groups.count(executed & anchor) == 0) & runnable)[self.anchored].any():
             raise ValueError("screening must execute at least one member of every anchor group")
-        self.member_pi = np.where(anchor, member_pi, 1.0)
-        self.screened = anchor & ~executed
+        self.member_pi = np.where(anchor & ~is_known, member_pi, 1.0)
+        self.screened = anchor & ~executed & ~is_known
         return anchor & executed
 
     def per_trajectory_pi(self) -> np.ndarray:

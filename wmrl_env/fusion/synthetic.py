@@ -120,7 +120,7 @@ class SyntheticWorld:
 def simulate_gate(
     runs: int,
     steps: int,
-    slope: float,
+    slope: float | Callable[[np.ndarray], np.ndarray],
     seed: int,
     scales: str = "lognormal",
     std: str = "none",
@@ -144,7 +144,10 @@ def simulate_gate(
     gate: ``"none"`` (unweighted slope), ``"informative"`` (the true ``scale * sigma_i``),
     ``"constant"``, or ``"random"`` (an independent lognormal(0, ``std_spread``) draw). With
     a reported std the slope is fitted by weighted least squares with the exponent learnt as
-    in :class:`~wmrl_env.fusion.precision.StdExponent`, or fixed at ``beta`` when given.
+    in :class:`~wmrl_env.fusion.precision.StdExponent`, or fixed at ``beta`` when given:
+    that slope is the second array returned, while the weight is the unweighted slope's, as
+    in the gate. ``slope`` may be a function of each member's ``sigma_i``: a slope that
+    varies with the std (the unweighted slope is then ``E[slope(sigma)]``).
 
     >>> weights, slopes = simulate_gate(runs=200, steps=20, slope=0.0, seed=0)
     >>> weights.shape, bool((weights >= 0).all())
@@ -165,7 +168,8 @@ def simulate_gate(
     sigma = rng.lognormal(0.0, std_spread, members)
     f = scale * rng.normal(size=members)
     f -= f.mean(-1, keepdims=True)
-    r = slope * f + scale * sigma * rng.standard_t(5, members)
+    slopes = slope(sigma) if callable(slope) else slope
+    r = slopes * f + scale * sigma * rng.standard_t(5, members)
     r -= r.mean(-1, keepdims=True)
     reported = {
         "none": None,
@@ -173,8 +177,8 @@ def simulate_gate(
         "constant": np.ones(members),
         "random": rng.lognormal(0.0, std_spread, members),
     }[std]
-    sxy = np.zeros((runs, steps * groups))
-    sxx = np.zeros((runs, steps * groups))
+    sxy, sxx = np.zeros((runs, steps * groups)), np.zeros((runs, steps * groups))
+    plain_xy, plain_xx = (r * f).sum(-1).reshape(runs, -1), (f * f).sum(-1).reshape(runs, -1)
     pool = np.zeros((runs, 5))  # the exponent's regression sums
     estimate = np.full(runs, np.nan)
     weights = np.empty((runs, steps - 1))
@@ -193,7 +197,8 @@ def simulate_gate(
         age = np.repeat(decay ** np.arange(step, -1, -1.0), groups)
         k = groups * (step + 1)
         bound = slope_bound(sxy[:, :k] * age, sxx[:, :k] * age, alpha)
+        plain = slope_bound(plain_xy[:, :k] * age, plain_xx[:, :k] * age, alpha)
         estimate = bound.estimate
         if step + 1 < steps:  # the weight used at step + 1 pools steps 0..step
-            weights[:, step], estimates[:, step] = bound.weight, bound.estimate
+            weights[:, step], estimates[:, step] = plain.weight, bound.estimate
     return weights, estimates

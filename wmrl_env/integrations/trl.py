@@ -82,6 +82,7 @@ from wmrl_env.integrations._shared import (
     flatten_metrics,
     real_outcome,
 )
+from wmrl_env.rounds import DEFAULT_MAX_INFRASTRUCTURE_FAILURES, InfrastructureHealth, task_cluster
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.base import (
     Prediction,
@@ -150,6 +151,13 @@ class WorldModelReward:
             running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse`): it is scored
             ``failure_score`` without execution (also inside an anchor group) and is no
             evidence for the fusion; its group is not forced to execute.
+        max_infrastructure_failures: real executions failing in the infrastructure in a row
+            (the executor broke: a dead sandbox daemon, lost workers) before a call raises
+            :class:`~wmrl_env.rounds.InfrastructureFailureError` instead of training on the
+            world model alone (0: never).
+
+    Each group's task for the fusion's gate (``clusters``) is its prompt: a prompt that
+    recurs across steps is one cluster of evidence, not one per step.
     """
 
     __name__ = "wmrl"  # TRL names a reward function's metrics after it
@@ -169,6 +177,7 @@ class WorldModelReward:
         update_world_model: bool = UPDATE_WORLD_MODEL,
         anchor_priority: str = "uniform",
         known_failure: Callable[[Any], bool] | None = None,
+        max_infrastructure_failures: int = DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
     ) -> None:
         if anchor_priority not in ("uniform", "uncertainty"):
             raise ValueError(
@@ -188,6 +197,7 @@ class WorldModelReward:
         self.update_world_model = update_world_model
         self.anchor_priority = anchor_priority
         self.known_failure = known_failure
+        self.health = InfrastructureHealth(max_infrastructure_failures)
         self.n_calls = 0
         self.n_scored = 0
         self.n_executed = 0
@@ -289,6 +299,7 @@ class WorldModelReward:
             wm_valid=prediction.valid,
             wm_std=prediction.std,
             known_scores=np.where(known, self.failure_score, np.nan),
+            clusters=[task_cluster(_prompt_key(p)) for p in prompts],
         )
         returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
         if self.update_world_model:
@@ -350,6 +361,7 @@ class WorldModelReward:
                 job = dataclasses.replace(job, tags=tags)
             jobs.append(job)
         results = self.executor.run(jobs) if jobs else []
+        self.health.record(results)
         real = np.full(n, np.nan)
         missing = np.zeros(n, dtype=bool)
         for i, result in zip(anchors, results, strict=True):

@@ -14,12 +14,12 @@ Example:
 """
 
 from wmrl_env.sandboxes.cache import CachedExecutor
-from wmrl_env.sandboxes.docker_sandbox import (
-    DockerSandbox,
+from wmrl_env.sandboxes.docker.engine import (
     DockerUnavailableError,
     SandboxImageMissingError,
     cleanup_leaked_containers,
 )
+from wmrl_env.sandboxes.docker.sandbox import DockerSandbox
 from wmrl_env.sandboxes.image import build_image, default_image
 from wmrl_env.sandboxes.job import InvalidOutputError, Job, Scorer
 from wmrl_env.sandboxes.limits import SandboxLimits

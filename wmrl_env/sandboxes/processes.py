@@ -196,6 +196,21 @@ class UidLease:
             os.close(self._fd)
             self._fd = None
 
+    @classmethod
+    def namespace_map(cls, root: int) -> str:
+        """``uid_map`` lines for a user namespace whose 0 is the host's ``root`` and whose
+        other ids are the leased ones, each itself (``root`` excepted, when it is one).
+
+        >>> print(UidLease.namespace_map(UidLease.FIRST_UID + 1), end="")
+        0 1900000001 1
+        1900000000 1900000000 1
+        1900000002 1900000002 4094
+        """
+        first, end = cls.FIRST_UID, cls.FIRST_UID + cls.COUNT
+        pieces = [(first, root), (root + 1, end)] if first <= root < end else [(first, end)]
+        lines = [f"0 {root} 1"] + [f"{a} {a} {b - a}" for a, b in pieces if b > a]
+        return "".join(line + "\n" for line in lines)
+
 
 def _default_lock_dir() -> str:
     base = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()

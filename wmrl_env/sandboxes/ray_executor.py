@@ -50,7 +50,7 @@ def _inner_factory(inner: str | ExecutorFactory, kwargs: Mapping[str, Any]) -> E
 
         return functools.partial(LocalSandbox, **{"max_workers": 1, **kwargs})
     if inner == "docker":
-        from wmrl_env.sandboxes.docker_sandbox import DockerSandbox
+        from wmrl_env.sandboxes.docker.sandbox import DockerSandbox
 
         return functools.partial(DockerSandbox, **{"max_workers": 1, **kwargs})
     raise ValueError(f"inner must be 'local', 'docker' or a callable, got {inner!r}")
@@ -74,7 +74,7 @@ class RayExecutor(BaseExecutor[Job]):
 
     Args:
         inner: ``"local"`` (:class:`~wmrl_env.sandboxes.local.LocalSandbox`), ``"docker"``
-            (:class:`~wmrl_env.sandboxes.docker_sandbox.DockerSandbox`) or a picklable
+            (:class:`~wmrl_env.sandboxes.docker.sandbox.DockerSandbox`) or a picklable
             callable returning an executor.
         inner_kwargs: arguments of the inner sandbox (``timeout_s``, ``memory_mb``, ...).
         num_cpus_per_job: CPUs Ray reserves for each job (its scheduling unit).
@@ -151,7 +151,7 @@ class RayExecutor(BaseExecutor[Job]):
         for outcome in running.values():
             outcome.result(timeout=120)
         if running and self._docker_inside:  # containers whose worker was killed
-            from wmrl_env.sandboxes.docker_sandbox import cleanup_leaked_containers
+            from wmrl_env.sandboxes.docker.engine import cleanup_leaked_containers
 
             cleanup_leaked_containers()
         if self._owns_ray:

@@ -10,8 +10,10 @@ falls back to ``clone``, whose flags are checked. Calls from another ABI than th
 (32-bit ``int 0x80``, x32) fail with ``EPERM`` too.
 
 The cold path hands :func:`denylist_program` to bubblewrap (``--seccomp FD``); the warm
-server installs the same bytes in each job's program (``prctl(PR_SET_SECCOMP)``, after
-``PR_SET_NO_NEW_PRIVS``), after the hand-over has made the job's namespaces.
+server, local or in a warm Docker container, installs the same bytes in each job's program
+(``prctl(PR_SET_SECCOMP)``, after ``PR_SET_NO_NEW_PRIVS``), after the hand-over has made the
+job's namespaces. A warm Docker container's first process installs the narrower
+:func:`server_program` for its server, which must still make namespaces for each job.
 
 Example:
     >>> program = denylist_program("x86_64")
@@ -24,10 +26,11 @@ Example:
 from __future__ import annotations
 
 import errno
+import functools
 import platform
 import struct
 
-__all__ = ["DENIED", "SYSCALLS", "denylist_program"]
+__all__ = ["DENIED", "SYSCALLS", "denylist_program", "job_denylist", "server_program"]
 
 # BPF instruction classes and fields (linux/bpf_common.h)
 _LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -46,6 +49,7 @@ _X32_SYSCALL_BIT = 0x40000000
 # | CLONE_NEWNET (CLONE_NEWTIME only exists for clone3 and unshare, both denied outright)
 _CLONE_NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
 _CLONE_NAMESPACE_FLAGS |= 0x20000000 | 0x40000000
+_CLONE_NEWUSER = 0x10000000
 # personality(2) values Docker allows: PER_LINUX, PER_LINUX32, UNAME26 variants, and the query
 _PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 
@@ -127,17 +131,15 @@ def _ret_errno(error: int) -> bytes:
     return _op(_RET_K, _RET_ERRNO | error)
 
 
-def denylist_program(machine: str | None = None) -> bytes:
-    """The filter for ``machine`` (default: this one's, ``platform.machine()``), as the raw
-    array of ``struct sock_filter`` that ``bwrap --seccomp`` and ``PR_SET_SECCOMP`` take.
-
-    Raises:
-        ValueError: an architecture without a syscall table here (x86_64 and aarch64 only).
-    """
+def _check_machine(machine: str | None) -> str:
     machine = machine or platform.machine()
     if machine not in _AUDIT_ARCH:
         raise ValueError(f"no seccomp syscall table for {machine!r} (x86_64, aarch64)")
-    numbers = {name: table[machine] for name, table in SYSCALLS.items() if machine in table}
+    return machine
+
+
+def _native_abi_only(machine: str) -> list[bytes]:
+    """The filter's start: EPERM for a call of another ABI; the syscall number loaded."""
     eperm = _ret_errno(errno.EPERM)
     program = [
         _op(_LD_W_ABS, _ARCH),
@@ -147,17 +149,61 @@ def denylist_program(machine: str | None = None) -> bytes:
     ]
     if machine == "x86_64":
         program += [_op(_JGE_K, _X32_SYSCALL_BIT, jf=1), eperm]
+    return program
+
+
+def _refuse_clone_flags(number: int, flags: int) -> list[bytes]:
+    """EPERM for syscall ``number`` (``clone``, ``unshare``) when its first argument holds
+    one of ``flags``; the syscall number loaded again after."""
+    return [
+        _op(_JEQ_K, number, jf=4),
+        _op(_LD_W_ABS, _ARG0_LOW),
+        _op(_JSET_K, flags, jf=1),
+        _ret_errno(errno.EPERM),
+        _op(_LD_W_ABS, _NR),
+    ]
+
+
+def server_program(machine: str | None = None) -> bytes:
+    """The filter a warm Docker container's first process installs for the warm server (and
+    so under every job's own :func:`denylist_program`): EPERM for ``unshare`` and ``clone``
+    with ``CLONE_NEWUSER``, for ``perf_event_open`` and for another ABI; ENOSYS for
+    ``clone3``; the rest allowed (the server makes each job's mount, PID and IPC
+    namespaces).
+
+    >>> len(server_program("x86_64")) // 8
+    21
+
+    Raises:
+        ValueError: an architecture without a syscall table here (x86_64 and aarch64 only).
+    """
+    machine = _check_machine(machine)
+    number = {name: table[machine] for name, table in SYSCALLS.items() if machine in table}
+    program = _native_abi_only(machine)
+    program += [_op(_JEQ_K, number["perf_event_open"], jf=1), _ret_errno(errno.EPERM)]
+    program += [_op(_JEQ_K, number["clone3"], jf=1), _ret_errno(errno.ENOSYS)]
+    for name in ("unshare", "clone"):
+        program += _refuse_clone_flags(number[name], _CLONE_NEWUSER)
+    program.append(_op(_RET_K, _RET_ALLOW))
+    return b"".join(program)
+
+
+def denylist_program(machine: str | None = None) -> bytes:
+    """The filter for ``machine`` (default: this one's, ``platform.machine()``), as the raw
+    array of ``struct sock_filter`` that ``bwrap --seccomp`` and ``PR_SET_SECCOMP`` take.
+
+    Raises:
+        ValueError: an architecture without a syscall table here (x86_64 and aarch64 only).
+    """
+    machine = _check_machine(machine)
+    numbers = {name: table[machine] for name, table in SYSCALLS.items() if machine in table}
+    eperm = _ret_errno(errno.EPERM)
+    program = _native_abi_only(machine)
     for name in sorted(DENIED & numbers.keys()):
         program += [_op(_JEQ_K, numbers[name], jf=1), eperm]
     program += [_op(_JEQ_K, numbers["clone3"], jf=1), _ret_errno(errno.ENOSYS)]
     # clone: refused when args[0] carries a namespace flag
-    program += [
-        _op(_JEQ_K, numbers["clone"], jf=4),
-        _op(_LD_W_ABS, _ARG0_LOW),
-        _op(_JSET_K, _CLONE_NAMESPACE_FLAGS, jf=1),
-        eperm,
-        _op(_LD_W_ABS, _NR),
-    ]
+    program += _refuse_clone_flags(numbers["clone"], _CLONE_NAMESPACE_FLAGS)
     # personality: only the values Docker allows
     count = len(_PERSONALITIES)
     program += [_op(_JEQ_K, numbers["personality"], jf=count + 3), _op(_LD_W_ABS, _ARG0_LOW)]
@@ -165,3 +211,13 @@ def denylist_program(machine: str | None = None) -> bytes:
     program += [eperm, _op(_LD_W_ABS, _NR)]
     program.append(_op(_RET_K, _RET_ALLOW))
     return b"".join(program)
+
+
+@functools.lru_cache(maxsize=1)
+def job_denylist() -> bytes | None:
+    """The filter every sandbox that can install one gives its jobs: :func:`denylist_program`
+    for this machine, or None where it has no syscall table here."""
+    try:
+        return denylist_program()
+    except ValueError:
+        return None

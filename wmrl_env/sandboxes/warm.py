@@ -37,7 +37,7 @@ from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.sandboxes import warm_server
 from wmrl_env.sandboxes.isolation import Interpreter, warm_server_argv
 from wmrl_env.sandboxes.outcome import ProcessOutcome
-from wmrl_env.sandboxes.processes import child_pidfds, kill_pidfds
+from wmrl_env.sandboxes.processes import UidLease, child_pidfds, kill_pidfds
 
 __all__ = ["DEFAULT_PRELOAD", "WARM_TASKS", "WarmServer", "WarmServerError", "run_on_warm_server"]
 
@@ -86,9 +86,14 @@ class WarmServer:
         environment: Mapping[str, str],
         preload: Sequence[str],
     ) -> None:
+        # started by root, the server moves into a user namespace of its own before it imports
+        # anything, as root there and an unprivileged uid of its own outside
+        self._lease = UidLease() if os.geteuid() == 0 else None
+        id_map = UidLease.namespace_map(self._lease.uid) if self._lease else ""
         host, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         source = Path(warm_server.__file__).read_text(encoding="utf-8")
         command = [interpreter.executable, "-c", source, str(server.fileno()), ",".join(preload)]
+        command.append(id_map)
         # the server's own stderr (why it failed), closed by stop()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
         try:
@@ -102,10 +107,19 @@ class WarmServer:
                 pass_fds=(server.fileno(),),
                 start_new_session=True,
             )
+        except BaseException:
+            self._release()
+            raise
         finally:
             server.close()
         self._control = host
         self._ready: dict[str, Any] | None = None
+
+    @property
+    def uid_outside(self) -> int | None:
+        """The host uid the server (and a job that gets no uid of its own) runs as, when it is
+        not the caller's: the lease of a server started by root."""
+        return self._lease.uid if self._lease is not None else None
 
     def ready(self) -> dict[str, Any]:
         """Wait until the libraries are imported; what the server reported (``imported``,
@@ -204,6 +218,11 @@ class WarmServer:
         kill_pidfds(inner)
         self._control.close()
         self._log.close()
+        self._release()
+
+    def _release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
 
     def _receive(self, deadline: float | None) -> dict[str, Any] | None:
         """The next message, or None when the server is gone (or the deadline passed)."""

@@ -1,10 +1,10 @@
 """The warm server: a clean parent inside the sandbox that forks one fresh process per job.
 
-This file runs *inside* bubblewrap as ``python3 -c <this source> <socket fd> <modules>``
-(standard library only: it cannot import wmrl-env there). It imports the heavy libraries
-once (numpy, scikit-learn, ...), then serves one job at a time over a Unix socket and never
-runs user code itself. Per job it forks a chain that applies, from scratch, what a cold job
-gets from bubblewrap and ``prlimit``:
+This file runs *inside* bubblewrap as ``python3 -c <this source> <socket fd> <modules>
+[<id map>]`` (standard library only: it cannot import wmrl-env there). It imports the heavy
+libraries once (numpy, scikit-learn, ...), then serves one job at a time over a Unix socket
+and never runs user code itself. Per job it forks a chain that applies, from scratch, what a
+cold job gets from bubblewrap and ``prlimit``:
 
 - ``job`` (forked from the server): new mount, PID and IPC namespaces; the job's own work
   directory bound at ``/job``; every other job's directory (``/jobs``) covered; a fresh,
@@ -18,6 +18,10 @@ gets from bubblewrap and ``prlimit``:
 The server itself holds only what this hand-over needs (bubblewrap gives it
 ``CAP_SYS_ADMIN``, ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_SETPCAP``, nothing else, before
 Python starts) and lives in a PID namespace of its own: no host process is in its sight.
+Those capabilities count in the server's user namespace only: without root, bubblewrap makes
+one; started by root (given an ``<id map>``), the server moves into one of its own before it
+imports anything, root there and an unprivileged uid of its own outside, with the jobs' uids
+mapped to themselves.
 
 Protocol (``SOCK_SEQPACKET``, one JSON message each): the server says ``{"ready": ...}``
 once; the host sends a request with the job's stdout and stderr pipes attached
@@ -47,8 +51,10 @@ import sys
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
 # statvfs f_flag bits -> the mount flags a read-only remount must keep (locked in a user ns)
 _KEPT_FLAGS = {1: 1, 2: 2, 4: 4, 8: 8, 1024: 1024, 2048: 2048, 4096: 1 << 21}
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 24, 22, 38
@@ -115,12 +121,72 @@ def _permitted() -> int:
     return 0
 
 
+def _set_capabilities(mask: int) -> None:
+    """Effective and permitted sets ``mask``, inheritable empty."""
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    low, high = mask & 0xFFFFFFFF, mask >> 32
+    data = (ctypes.c_uint32 * 6)(low, low, 0, high, high, 0)  # effective, permitted, inheritable
+    _check(_libc.capset(header, data), "capset")
+
+
 def _drop_capabilities() -> None:
     """Empty the effective, permitted and inheritable sets; no new privileges."""
-    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    _check(_libc.capset(header, data), "capset")
+    _set_capabilities(0)
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def _uncover_proc() -> None:
+    """Unmount what bubblewrap bound over parts of ``/proc`` (``/proc/sys``, ...: read-only
+    for a server that is root in the host's user namespace). Below a user namespace of the
+    server's own they would be locked, and the kernel lets a job mount its ``/proc`` only
+    where one is fully visible; root's files there are out of the server's reach anyway."""
+    with open("/proc/self/mountinfo") as mounts:
+        points = [line.split()[4] for line in mounts]
+    for point in sorted((p for p in points if p.startswith("/proc/")), reverse=True):
+        _check(_libc.umount2(point.encode(), MNT_DETACH), f"umount {point}")
+
+
+def _enter_user_namespace(id_map: str) -> None:
+    """Become root of a user namespace of this process's own, with the capabilities it holds
+    now and no more: a server started by root then holds none outside that namespace.
+
+    ``id_map`` (``/proc/<pid>/uid_map`` lines, used for the gids too) maps the namespace's 0
+    to an unprivileged id and the jobs' ids to themselves. A process may map no id but its
+    own from inside, so a child that stays outside (with ``CAP_SETUID`` and ``CAP_SETGID``
+    there) writes the maps.
+    """
+    keep = _permitted()
+    _uncover_proc()
+    entered, say_entered = os.pipe()
+    writer = os.fork()
+    if writer == 0:
+        os.close(say_entered)
+        code = 1
+        try:
+            if os.read(entered, 1):  # the parent is in its new namespace
+                for name in ("uid_map", "gid_map"):
+                    fd = os.open(f"/proc/{os.getppid()}/{name}", os.O_WRONLY)
+                    os.write(fd, id_map.encode())  # one write, as the kernel wants it
+                    os.close(fd)
+                code = 0
+        except BaseException as error:  # reported in the server's log
+            os.write(2, f"warm sandbox: mapping the server's ids: {error!r}\n".encode())
+        os._exit(code)
+    os.close(entered)
+    try:
+        _check(_libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+        os.write(say_entered, b"1")
+    finally:
+        os.close(say_entered)
+        _, status = os.waitpid(writer, 0)
+    if status != 0:
+        raise OSError(f"writing the user namespace's id maps failed (status {status})")
+    os.setresgid(0, 0, 0)
+    os.setgroups([])  # the host's supplementary groups (root's) would stay otherwise
+    os.setresuid(0, 0, 0)
+    # a new user namespace starts with every capability in it: back to what bwrap left
+    _set_capabilities(keep)
+    _drop_bounding_set(keep=keep)
 
 
 def exit_code(status: int) -> int:
@@ -231,7 +297,11 @@ def _init(request: dict, streams: list[int]) -> None:
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     program = os.fork()
     if program == 0:
-        _run_program(request, streams)
+        try:
+            _run_program(request, streams)  # exits; returns only by raising, before main.py
+        except BaseException as error:  # fd 2 is the job's stderr once the streams are set
+            os.write(2, f"warm sandbox: the program could not start: {error!r}\n".encode())
+        os._exit(125)
     for fd in streams:
         os.close(fd)
     while True:  # reap orphans until the program itself ends
@@ -264,9 +334,12 @@ def _job(request: dict, streams: list[int], control: socket.socket) -> None:
         os._exit(125)
 
 
-def serve(control: socket.socket, modules: list[str]) -> None:
-    """Import ``modules``, say ready, then run one job per request until the socket closes."""
+def serve(control: socket.socket, modules: list[str], id_map: str = "") -> None:
+    """Import ``modules``, say ready, then run one job per request until the socket closes;
+    with ``id_map``, in a user namespace of its own (:func:`_enter_user_namespace`)."""
     _drop_bounding_set(keep=_permitted())  # bubblewrap narrowed the other sets, not this one
+    if id_map:
+        _enter_user_namespace(id_map)
     bare = _vm_bytes()
     imported, failed = [], {}
     for name in modules:
@@ -333,4 +406,5 @@ if __name__ == "__main__":
     serve(
         socket.socket(fileno=int(sys.argv[1])),
         [name for name in sys.argv[2].split(",") if name],
+        sys.argv[3] if len(sys.argv) > 3 else "",
     )

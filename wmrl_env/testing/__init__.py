@@ -13,10 +13,12 @@ Example (in ``tests/sandboxes/test_my_executor.py``)::
 """
 
 from wmrl_env.testing.executor_contract import ExecutorContract
+from wmrl_env.testing.round_contract import AnchoredRoundContract
 from wmrl_env.testing.snapshot_contract import SnapshotContract
 from wmrl_env.testing.world_model_contract import DynamicsWorldModelContract, WorldModelContract
 
 __all__ = [
+    "AnchoredRoundContract",
     "DynamicsWorldModelContract",
     "ExecutorContract",
     "SnapshotContract",

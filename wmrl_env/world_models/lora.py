@@ -18,14 +18,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from wmrl_env.utils.imports import require
+from wmrl_env.world_models.prompting import ScorePrompt
 
-if TYPE_CHECKING:  # causal_lm imports this module's helpers for online learning
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+
+class TunableScorer(Protocol):
+    """What LoRA training needs of a scorer (a
+    :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer`): its model, its prompt, the
+    score tokens and the next-token log-probabilities of an encoded batch."""
+
+    model: Any
+    prompt: ScorePrompt
+    score_token_ids: list[int]
+
+    def encode(self, prompts: Sequence[str]) -> Any: ...
+
+    def next_token_log_probs(self, batch: Any) -> Any: ...
+
 
 __all__ = [
     "ALL_LINEAR",
@@ -91,7 +104,7 @@ class TrainingReport:
     n_eval: int
 
 
-def soft_target_loss(scorer: CausalLMScorer, prompts: list[str], targets: np.ndarray) -> Any:
+def soft_target_loss(scorer: TunableScorer, prompts: list[str], targets: np.ndarray) -> Any:
     """Mean cross-entropy (a torch scalar) between the full-vocabulary next-token distribution
     and ``targets``, distributions over the score tokens, shape ``(len(prompts), n)``."""
     torch = require("torch")
@@ -101,12 +114,12 @@ def soft_target_loss(scorer: CausalLMScorer, prompts: list[str], targets: np.nda
     return -(targets.to(log_probs.device) * log_probs).sum(dim=1).mean()
 
 
-def _score_loss_of(scorer: CausalLMScorer, prompts: list[str], scores: np.ndarray) -> Any:
+def _score_loss_of(scorer: TunableScorer, prompts: list[str], scores: np.ndarray) -> Any:
     return soft_target_loss(scorer, prompts, scorer.prompt.bins.soft_targets(scores))
 
 
 def add_lora_adapters(
-    scorer: CausalLMScorer,
+    scorer: TunableScorer,
     rank: int,
     alpha: float,
     target_modules: Sequence[str] = ALL_LINEAR,
@@ -135,7 +148,7 @@ def add_lora_adapters(
 
 
 def score_loss(
-    scorer: CausalLMScorer,
+    scorer: TunableScorer,
     contexts: Sequence[Any],
     artifacts: Sequence[Any],
     scores: np.ndarray,
@@ -155,7 +168,7 @@ def score_loss(
 
 
 def finetune_lora(
-    scorer: CausalLMScorer,
+    scorer: TunableScorer,
     contexts: Sequence[Any],
     artifacts: Sequence[Any],
     scores: np.ndarray,

@@ -28,16 +28,18 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.anchor_memory import AnchorMemory
-from wmrl_env.world_models.lora import ALL_LINEAR, add_lora_adapters, soft_target_loss
-
-if TYPE_CHECKING:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+from wmrl_env.world_models.lora import (
+    ALL_LINEAR,
+    TunableScorer,
+    add_lora_adapters,
+    soft_target_loss,
+)
 
 __all__ = ["OnlineLoraConfig", "OnlineLoraLearner", "OnlineUpdateReport"]
 
@@ -102,7 +104,7 @@ class OnlineLoraLearner:
         self._model: Any = None  # the model the optimizer's parameters belong to
 
     def learn(
-        self, scorer: CausalLMScorer, prompts: Sequence[str], targets: np.ndarray
+        self, scorer: TunableScorer, prompts: Sequence[str], targets: np.ndarray
     ) -> OnlineUpdateReport:
         """Merge the anchors into the memory and take at most ``steps`` LoRA steps."""
         torch = require("torch", "online learning")
@@ -167,7 +169,7 @@ class OnlineLoraLearner:
             trainable_parameters=sum(p.numel() for p in params),
         )
 
-    def _trainable(self, scorer: CausalLMScorer) -> list[Any]:
+    def _trainable(self, scorer: TunableScorer) -> list[Any]:
         """The LoRA parameters (adding adapters on first use) and an optimizer over them."""
         torch = require("torch", "online learning")
         config = self.config
@@ -208,7 +210,7 @@ class OnlineLoraLearner:
         self.memory.load_state_dict(state["memory"])
         self._rng.bit_generator.state = state["rng"]
 
-    def training_state(self, scorer: CausalLMScorer) -> dict[str, Any]:
+    def training_state(self, scorer: TunableScorer) -> dict[str, Any]:
         """The LoRA weights and the optimizer's state (torch tensors, copied), ``None`` each
         before the first update: with :meth:`state_dict`, what resumes learning exactly."""
         if self._optimizer is None or self._model is not scorer.model:
@@ -220,7 +222,7 @@ class OnlineLoraLearner:
             "optimizer": copy.deepcopy(self._optimizer.state_dict()),
         }
 
-    def load_training_state(self, scorer: CausalLMScorer, state: dict[str, Any]) -> None:
+    def load_training_state(self, scorer: TunableScorer, state: dict[str, Any]) -> None:
         """Restore what :meth:`training_state` returned into ``scorer`` (same base model)."""
         if state["adapters"] is None:
             return

@@ -34,6 +34,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from wmrl_env.utils.python_source import parse_program
 from wmrl_env.world_models.text import text_key
 
 __all__ = [
@@ -248,9 +249,8 @@ def _log(x: float) -> float:
 def program_features(program: str) -> np.ndarray | None:
     """The feature vector of ``program`` (:data:`PROGRAM_FEATURE_NAMES`), or ``None`` when
     it is not valid Python."""
-    try:
-        tree = ast.parse(program)
-    except (SyntaxError, ValueError):  # ValueError: null bytes
+    tree = parse_program(program)
+    if tree is None:
         return None
     out = np.zeros(len(PROGRAM_FEATURE_NAMES))
     for name in _HYPERPARAMETERS:

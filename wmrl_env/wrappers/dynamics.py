@@ -66,6 +66,9 @@ class DynamicsRound(Round):
         self.steps = np.zeros(n, dtype=np.int64)
         self.actions: list[list[Any]] = [[] for _ in range(n)]
         self.real_states: list[list[np.ndarray]] = [[] for _ in range(n)]  # shadows imagine
+        # after an episode ends: the observation it shows and the learner's (ignored) action,
+        # whose noise carries a shadow on past the real episode (AnchorShadow.scores)
+        self.spare: list[list[tuple[np.ndarray, Any]]] = [[] for _ in range(n)]
         # executor slots numbered per round: the real envs kept alive are bounded by the
         # anchors of one round, not by every env that was ever an anchor
         self.slot_of = {int(i): k for k, i in enumerate(np.flatnonzero(setup.anchors))}
@@ -80,6 +83,9 @@ class DynamicsRound(Round):
         if self.shadow is not None:
             for i in np.flatnonzero(active & setup.anchors):
                 self.real_states[i].append(self.observations[i].copy())
+            if self.shadow.keep_noise:
+                for i in np.flatnonzero(~active):
+                    self.spare[i].append((self.observations[i].copy(), actions[i]))
 
         submitted_at = time.perf_counter()
         real = np.flatnonzero(setup.anchors & active)
@@ -183,12 +189,29 @@ class DynamicsRound(Round):
             return 0.0
         states = [np.stack(self.real_states[i]) for i in played]
         actions = [np.stack([np.asarray(a) for a in self.actions[i]]) for i in played]
+        pool = self._spare(range(len(self.spare)))
         began = time.perf_counter()
         scores, valid = self.shadow.scores(
-            self.setup.world_model, states, actions, self.max_episode_steps
+            self.setup.world_model,
+            states,
+            actions,
+            self.max_episode_steps,
+            spare=[self._spare([i]) for i in played],
+            pool=pool,
+            rng=self.setup.selection.rng,
         )
         self.wm_return[played], self.wm_valid[played] = scores, valid
         return time.perf_counter() - began
+
+    def _spare(self, envs: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The observations and actions recorded after the episodes of ``envs`` ended."""
+        rows = [row for i in envs for row in self.spare[i]]
+        action_shape = np.asarray(self.actions[0][0]).shape if self.actions[0] else ()
+        if not rows:
+            empty = np.zeros((0, *self.observations.shape[1:]), self.observations.dtype)
+            return empty, np.zeros((0, *action_shape))
+        observations = np.stack([o for o, _ in rows])
+        return observations, np.stack([np.asarray(a, dtype=np.float64) for _, a in rows])
 
     def _finish(self, info: dict[str, Any]) -> tuple[np.ndarray, list[ExecResult]]:
         """Replay groups with invalid predictions for real, then fuse the round."""

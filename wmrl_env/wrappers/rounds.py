@@ -20,6 +20,7 @@ import numpy as np
 from wmrl_env.env_executors.gym_env import GymEnvExecutor
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.rounds.health import InfrastructureFailureError, InfrastructureHealth
 from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.info import add_batch, add_per_env
@@ -37,40 +38,6 @@ __all__ = [
 ]
 
 NOT_EXECUTED = "not_executed"
-
-
-class InfrastructureFailureError(RuntimeError):
-    """Real execution keeps failing in the infrastructure (dead workers, a daemon that is
-    down): training would carry on with no real signal."""
-
-
-class InfrastructureHealth:
-    """Counts consecutive infrastructure failures over every real execution of an env;
-    ``limit`` in a row raise :class:`InfrastructureFailureError` (0: never).
-
-    >>> from wmrl_env.executors.base import ExecResult, ExecStatus
-    >>> health = InfrastructureHealth(limit=2)
-    >>> health.record([ExecResult("a", ExecStatus.ERROR), ExecResult("b", ExecStatus.CRASHED)])
-    >>> health.streak
-    0
-    """
-
-    def __init__(self, limit: int) -> None:
-        if limit < 0:
-            raise ValueError(f"max_infrastructure_failures must be >= 0, got {limit}")
-        self.limit = limit
-        self.streak = 0
-
-    def record(self, results: Sequence[ExecResult]) -> None:
-        for result in results:
-            self.streak = self.streak + 1 if result.status.is_infrastructure_failure else 0
-            if self.limit and self.streak >= self.limit:
-                raise InfrastructureFailureError(
-                    f"{self.streak} real executions in a row failed in the infrastructure "
-                    f"(last: {result.message or result.status.value!r}): no real signal reaches "
-                    "the fusion. Check the executor (workers, sandbox daemon, pool start-up); "
-                    "max_infrastructure_failures sets this limit"
-                )
 
 
 @dataclass

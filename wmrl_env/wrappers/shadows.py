@@ -12,8 +12,16 @@ acts on the model's own states from the group start. Three shadows of an anchor:
 * ``"closed"``: the policy plays the model from the group start, like a world-model member.
   With a Box action space the anchor's own sampling noise is kept (step ``t``'s action is
   ``policy(imagined state) + real action - policy(real state)`` while the real episode
-  lasted, ``policy(imagined state)`` after): the imagined episode the same noise would have
-  played, so the pair is (a world-model member's score, its real outcome).
+  lasted): the imagined episode the same noise would have played, so the pair is (a
+  world-model member's score, its real outcome). Where the imagined episode outlasts the real
+  one, its actions carry on with fresh noise, as a world-model member's do: the noise of the
+  actions the learner still sent for the ended episode (``spare``: ``action -
+  policy(observation)`` on the frozen observation, drawn after the episode's end, so
+  independent of it), then draws from every ended episode's such noise (``pool``). Without
+  it (the policy's mean alone after the end) the closed shadow's score was biased against a
+  world-model member's wherever real episodes end first (the noise's effect on the score
+  missing). Exact when the policy's noise does not depend on the state (e.g. a Gaussian
+  with a learnt, state-independent std).
 * ``"continued"``: the first ``L // 2`` steps of a real episode of ``L`` steps are scored from
   the real states (one-step predictions with the real actions), then the policy plays the model
   closed from the real state there (noise kept as in ``"closed"``). A diagnostic: it sees half
@@ -83,16 +91,32 @@ class AnchorShadow:
         real_states: Sequence[np.ndarray],
         real_actions: Sequence[np.ndarray],
         max_steps: int,
+        spare: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+        pool: tuple[np.ndarray, np.ndarray] | None = None,
+        rng: np.random.Generator | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """World-model scores and validity of the anchors whose real episodes are given:
         per anchor, the ``L`` states its actions were chosen on (``[0]`` the group start) and
         the ``L`` actions (``L >= 1``). The imagined part lasts until a predicted termination,
-        an invalid prediction or ``max_steps`` steps in all."""
+        an invalid prediction or ``max_steps`` steps in all.
+
+        With ``keep_noise``, the imagined steps past the real episode take their noise from
+        ``spare`` (per anchor, ``(observations, actions)``: the frozen observations its ended
+        episode showed and the actions the learner still chose on them), then from ``pool``
+        (``(observations, actions)`` of every ended episode, drawn with ``rng``); none when
+        both are empty (the policy's mean alone)."""
         lengths = np.array([len(a) for a in real_actions])
         pairs = zip(real_states, real_actions, strict=True)
         if (lengths < 1).any() or any(len(s) != len(a) for s, a in pairs):
             raise ValueError("every anchor needs as many real states as actions, at least one")
         noise = self._noise(real_states, real_actions)
+        if noise is not None and spare is not None:
+            spare_noise = self._noise([o for o, _ in spare], [a for _, a in spare])
+            noise = [np.concatenate([n, e]) for n, e in zip(noise, spare_noise, strict=True)]
+        drawn = None
+        if noise is not None and pool is not None and len(pool[1]):
+            drawn = self._noise([pool[0]], [pool[1]])[0]
+            rng = rng if rng is not None else np.random.default_rng()
         forced = lengths // 2 if self.mode == "continued" else np.zeros_like(lengths)
         score, valid, alive = self._forced(world_model, real_states, real_actions, forced)
         states = np.stack([s[k] for s, k in zip(real_states, forced, strict=True)]).copy()
@@ -102,8 +126,10 @@ class AnchorShadow:
                 break
             actions = np.array(self.policy(states[rows]), copy=True)
             for j, i in enumerate(rows):
-                if noise is not None and t < lengths[i]:
+                if noise is not None and t < len(noise[i]):
                     actions[j] += noise[i][t]
+                elif drawn is not None:
+                    actions[j] += drawn[rng.integers(len(drawn))]
             if self.bounds is not None:
                 actions = np.clip(actions, *self.bounds)
             step, _ = predict_step(world_model, states[rows], actions)
@@ -119,8 +145,13 @@ class AnchorShadow:
         """Per anchor, its real actions minus the policy's at its real states."""
         if not self.keep_noise:
             return None
-        means = np.asarray(self.policy(np.concatenate(list(real_states))))
-        ends = np.cumsum([len(a) for a in real_actions])[:-1]
+        lengths = [len(a) for a in real_actions]
+        if not sum(lengths):
+            return [np.asarray(a, dtype=np.float64) for a in real_actions]
+        played = zip(real_states, lengths, strict=True)
+        states = np.concatenate([np.asarray(s) for s, n in played if n])
+        means = np.asarray(self.policy(states))
+        ends = np.cumsum(lengths)[:-1]
         return [np.asarray(a) - m for a, m in zip(real_actions, np.split(means, ends), strict=True)]
 
     @staticmethod

@@ -116,7 +116,8 @@ class WorldModelVectorEnv(VectorEnv):
             ``"closed"``: ``imagination_policy`` plays the model from the group start, as
             for a world-model member (with Box actions, the anchor's own sampling noise
             kept, imagined actions clipped to the space): the pairing the fusion's debiasing
-            and PPI assume. ``"continued"``: the
+            and PPI assume (``ppi`` on a multi-step task needs it: the open shadow's pairing
+            would bias PPI's correction). ``"continued"``: the
             real episode's first half, then imagined from the real state there (a
             diagnostic).
 
@@ -230,6 +231,13 @@ class WorldModelVectorEnv(VectorEnv):
             raise ValueError(
                 "screening='top' cannot be used with method 'ppi': members left out with "
                 "probability 0 have no unbiased correction; use screening='pps'"
+            )
+        if self.kind == "dynamics" and shadow == "open" and self.fusion.method == "ppi":
+            raise ValueError(
+                "method 'ppi' on a multi-step task needs shadow='closed' (with an "
+                "imagination_policy): the open shadow scores an anchor by replaying its real "
+                "actions, chosen on the real states, which is not the score a world-model "
+                "member gets, so PPI's correction would pair the wrong world-model score"
             )
         self._screen_rng = np.random.default_rng()
         if score_range is not None and not score_range[0] < score_range[1]:

@@ -26,6 +26,10 @@ MODULES = [
     "encoding",
     "features",
     "rdata",
+    "private_test",
+    "grammar",
+    "headroom",
+    "pool",
     "__init__",
 ]
 

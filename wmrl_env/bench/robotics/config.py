@@ -106,7 +106,7 @@ class RobotBenchConfig:
     bounded_envs: bool = True
     """keep at most ``workers`` real envs alive per arm (a slot's episode is parked in a
     snapshot while another plays: bit-identical results); ``False``: one env per real member
-    of a round, the cost before issue 26"""
+    of a round (about 5x more env builds)"""
     recipe: dict[str, Any] = field(default_factory=dict)
     """changes to the task's base-policy recipe (fields of
     :class:`wmrl_env.robotics.BasePolicyRecipe`, e.g. ``num_episodes``); none by default"""
@@ -127,6 +127,11 @@ class RobotBenchConfig:
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.shadow == "open" and "ppi" in self.arms:
+            raise ValueError(
+                "the ppi arm needs the closed shadow: the open one pairs each real episode with "
+                "a replay of its own chunks, which biases PPI's correction"
+            )
         for name in (
             "seeds",
             "iterations",
@@ -169,7 +174,8 @@ class RobotBenchConfig:
 
     @classmethod
     def full(cls, **overrides) -> RobotBenchConfig:
-        """Sized by the power analysis of issue 26 (docs/benchmarks.md): 40 seeds, 6 rounds of
+        """Sized by the power analysis of the robot bench (docs/history.md, "How many seeds, starts
+        and rounds"): 40 seeds, 6 rounds of
         4 x 4, one anchor group a round, 50 held-out starts: enough for ``real``'s improvement
         over the start to exclude 0 if it is about +0.10. About 0.11 CPU-hours a seed, 4.5 in
         all on this machine: run it in per-seed pieces (``first_seed``, ``seeds``)."""

@@ -28,7 +28,8 @@ world-model predictions of groups that were not anchors whose outcome is unknown
 manager executed them alone and the infrastructure failed). Executions whose infrastructure
 failed are in the fusion as ``failed`` (advantage 0). A known outcome (a program known to
 fail, or one executed alone because its prediction was invalid) goes to the fusion as a
-``known_scores`` entry: that row's reward, no evidence.
+``known_scores`` entry: that row's reward, no evidence. The records' world-model std and
+task (``cluster``) reach the fusion's gate.
 
 It fails loudly when verl changes what it passes: a missing ``index``, a row with no record,
 or a sample key repeated in one batch (multi-output agent loops: one record per sample).
@@ -157,6 +158,8 @@ class FusedAdvantageEstimator:
         if not included.any():
             return advantages, None, included
         rows = [r for r, keep in zip(records, included, strict=True) if keep]
+        std = np.array([r.wm_std for r in rows])
+        has_std = bool(np.isfinite(std[valid[included]]).all()) and valid[included].any()
         out = self.fusion.step(
             uids[included],
             np.array([r.wm_score if r.wm_valid else np.nan for r in rows]),
@@ -165,6 +168,8 @@ class FusedAdvantageEstimator:
             wm_valid=valid[included],
             inclusion_probabilities=np.array([r.inclusion_probability for r in rows]),
             known_scores=known[included],
+            wm_std=std if has_std else None,
+            clusters=[r.cluster or f"uid\x00{r.uid}" for r in rows],
         )
         advantages[included] = out.advantages
         return advantages, out, included

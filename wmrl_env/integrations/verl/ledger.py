@@ -75,6 +75,11 @@ class SampleRecord:
         known_score: an outcome known without a drawn execution (NaN when none): a program
             known to fail without running it, or one executed alone because its prediction
             was invalid. The fusion uses it as that sample's reward, never as evidence.
+        wm_std: the world model's predictive std (NaN when it gives none): the fusion's gate
+            weighs anchor pairs by it.
+        cluster: the sample's task (:func:`~wmrl_env.rounds.task_cluster` of its prompt by
+            default; empty when unknown): the gate counts a task recurring across steps as
+            one cluster.
     """
 
     uid: str
@@ -87,6 +92,8 @@ class SampleRecord:
     inclusion_probability: float
     key: str = ""
     known_score: float = math.nan
+    wm_std: float = math.nan
+    cluster: str = ""
 
     @property
     def reward_key(self) -> str:

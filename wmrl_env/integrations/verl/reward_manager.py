@@ -22,7 +22,14 @@ scores ``failure_score`` as a *known outcome*. A sample outside the anchors whos
 prediction is invalid is executed alone, and its program outcome is a known outcome too. A
 known outcome is that sample's reward but no evidence for the fusion (not drawn at random:
 no calibration pair, no part of kappa, the gate or PPI's rectification), and its group stays
-a world-model group.
+a world-model group. A sample of an anchor group whose prediction is invalid is executed
+whether its group was drawn or not, so it is filed with inclusion probability 1 (PPI gives
+it its real score; :func:`~wmrl_env.rounds.sample_outcome` has each case).
+
+``max_infrastructure_failures`` infrastructure failures in a row in one worker raise
+:class:`~wmrl_env.rounds.InfrastructureFailureError`, which stops the run instead of
+leaving it to train on the world model alone. Each record carries the world model's std
+and the sample's task (:meth:`WMRLRewardManager.to_cluster`) for the fusion's gate.
 
 Validation (``meta_info["validate"]``, set by verl's legacy trainer, or
 :meth:`WMRLRewardManager.is_validation`): each sample is executed for real with probability
@@ -55,15 +62,17 @@ import math
 import uuid
 from typing import Any
 
-from wmrl_env.executors.base import ExecResult, Executor
+from wmrl_env.executors.base import Executor
 from wmrl_env.integrations._shared import (
     UPDATE_WORLD_MODEL,
     as_text,
     failure_score_for,
     real_outcome,
 )
-from wmrl_env.integrations.verl.ledger import SampleRecord, anchor_draw, default_ledger
+from wmrl_env.integrations.verl.ledger import anchor_draw, default_ledger
 from wmrl_env.integrations.verl.patch import KEY_COLUMN, sample_key
+from wmrl_env.integrations.verl.scoring import SampleDraw, score_sample
+from wmrl_env.rounds import DEFAULT_MAX_INFRASTRUCTURE_FAILURES, InfrastructureHealth, task_cluster
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.base import WorldModel, as_prediction, learn_from_real_scores
 
@@ -86,7 +95,8 @@ class _PredictionBatcher:
         self._flushing: asyncio.Task | None = None
         self.calls = 0
 
-    async def predict(self, context: Any, artifact: Any) -> tuple[float, bool]:
+    async def predict(self, context: Any, artifact: Any) -> tuple[float, bool, float]:
+        """``(score, valid, std)`` of one sample (std NaN when the world model has none)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._pending.append((context, artifact, future))
@@ -109,14 +119,18 @@ class _PredictionBatcher:
             for *_, future in batch:
                 future.set_exception(error)
             return
+        std = prediction.std
         for i, (*_, future) in enumerate(batch):
-            future.set_result((float(prediction.scores[i]), bool(prediction.valid[i])))
+            spread = math.nan if std is None else float(std[i])
+            future.set_result((float(prediction.scores[i]), bool(prediction.valid[i]), spread))
 
 
 class WMRLRewardManager(_base.RewardManagerBase):
     """A verl reward manager: world model for every sample, real execution for anchor groups.
 
-    Class attributes (set them in a subclass):
+    Set the class attributes below in a subclass.
+
+    Attributes:
         anchor_fraction: each group's chance to be executed for real.
         seed: fixes the anchor draw (must be the same in every worker).
         score_range: world-model scores outside it are invalid (never passed on).
@@ -128,9 +142,13 @@ class WMRLRewardManager(_base.RewardManagerBase):
         eval_real_fraction: each validation sample's chance to be executed for real.
         batch_wait_s: how long a worker waits to gather concurrent samples into one
             ``predict``.
+        max_infrastructure_failures: real executions of one worker failing in the
+            infrastructure in a row before it raises
+            :class:`~wmrl_env.rounds.InfrastructureFailureError` (0: never).
 
     Methods to implement: :meth:`build_world_model`, :meth:`build_executor`, :meth:`to_job`;
-    optionally :meth:`to_context`, :meth:`to_artifact` and :meth:`is_known_failure`.
+    optionally :meth:`to_context`, :meth:`to_artifact`, :meth:`to_cluster` and
+    :meth:`is_known_failure`.
     """
 
     anchor_fraction: float = 0.1
@@ -140,6 +158,7 @@ class WMRLRewardManager(_base.RewardManagerBase):
     update_world_model: bool = UPDATE_WORLD_MODEL
     eval_real_fraction: float = 1.0
     batch_wait_s: float = 0.005
+    max_infrastructure_failures: int = DEFAULT_MAX_INFRASTRUCTURE_FAILURES
 
     def __init__(self, config: Any, tokenizer: Any, compute_score: Any = None, **_: Any) -> None:
         super().__init__(config, tokenizer, compute_score)
@@ -150,6 +169,7 @@ class WMRLRewardManager(_base.RewardManagerBase):
         self.world_model = self.build_world_model()
         self.executor = self.build_executor()
         self.ledger = default_ledger()
+        self.health = InfrastructureHealth(self.max_infrastructure_failures)
         self._batcher = _PredictionBatcher(self.world_model, self.score_range, self.batch_wait_s)
 
     # ------------------------------------------------------------------ to implement
@@ -169,6 +189,11 @@ class WMRLRewardManager(_base.RewardManagerBase):
 
     def to_artifact(self, response: str, row: dict[str, Any]) -> Any:
         return response
+
+    def to_cluster(self, prompt: str, row: dict[str, Any]) -> str:
+        """The sample's task for the fusion's gate, the same for every sample of its group;
+        default a digest of the prompt (a prompt recurring across steps is one cluster)."""
+        return task_cluster(prompt)
 
     def is_known_failure(self, artifact: Any, row: dict[str, Any]) -> bool:
         """True for an artifact that certainly fails without running it (scored
@@ -202,24 +227,31 @@ class WMRLRewardManager(_base.RewardManagerBase):
         context, artifact = self.to_context(prompt, row), self.to_artifact(response, row)
         if self.is_validation(row, dict(getattr(data, "meta_info", None) or {})):
             return await self._validate(key, prompt, response, row, context, artifact)
-        anchor = anchor_draw(uid, self.seed) < self.anchor_fraction
-        known_failure = self.is_known_failure(artifact, row)
-        pending = self._submit(prompt, response, row, uid) if anchor and not known_failure else None
-        wm_score, wm_valid = await self._batcher.predict(context, artifact)
-        if not (anchor or known_failure or wm_valid):  # no prediction: run it alone to know
-            pending = self._submit(prompt, response, row, uid)
-        result: ExecResult | None = await pending if pending is not None else None
-        record = self._record(uid, key, anchor, wm_score, wm_valid, result, known_failure)
+        sample = SampleDraw(
+            uid,
+            key,
+            self.seed,
+            self.anchor_fraction,
+            self.is_known_failure(artifact, row),
+            self.to_cluster(prompt, row),
+        )
+        record = await score_sample(
+            sample,
+            lambda: self._batcher.predict(context, artifact),
+            lambda: self._submit(prompt, response, row, uid),
+            self.health,
+            self.outcome_on_failure,
+        )
         await self.ledger.aput([record])
-        if anchor and self.update_world_model and math.isfinite(record.real_score):
+        if record.is_anchor and self.update_world_model and math.isfinite(record.real_score):
             await self._learn(context, artifact, record.real_score)
         return {
             "reward_score": record.reward,
             "reward_extra_info": {
                 KEY_COLUMN: key,
-                "wmrl_wm_score": wm_score if wm_valid else math.nan,
+                "wmrl_wm_score": record.wm_score,
                 "wmrl_real_score": record.real_score,
-                "wmrl_is_anchor": anchor,
+                "wmrl_is_anchor": sample.drawn,
                 "wmrl_failed": record.failed,
                 "wmrl_validation": False,
             },
@@ -242,11 +274,12 @@ class WMRLRewardManager(_base.RewardManagerBase):
     ) -> dict[str, Any]:
         executed = anchor_draw(f"eval\x00{key}", self.seed) < self.eval_real_fraction
         pending = self._submit(prompt, response, row, str(row["uid"])) if executed else None
-        wm_score, wm_valid = await self._batcher.predict(context, artifact)
+        wm_score, wm_valid, _ = await self._batcher.predict(context, artifact)
         wm = wm_score if wm_valid else math.nan
         real, seconds = math.nan, 0.0
         if pending is not None:
             result = await pending
+            self.health.record([result])
             real, _ = real_outcome(result, self.outcome_on_failure)
             seconds = result.exec_seconds
         await self.ledger.aput_eval(wm, real, executed, seconds)
@@ -271,38 +304,3 @@ class WMRLRewardManager(_base.RewardManagerBase):
         prompts = item.batch["prompts"]
         mask = item.batch["attention_mask"][: prompts.shape[-1]].bool()
         return self.tokenizer.decode(prompts[mask], skip_special_tokens=True), response
-
-    def _record(
-        self,
-        uid: str,
-        key: str,
-        anchor: bool,
-        wm_score: float,
-        wm_valid: bool,
-        result: ExecResult | None,
-        known_failure: bool = False,
-    ) -> SampleRecord:
-        real, missing, known = math.nan, False, math.nan
-        if result is not None:
-            real, missing = real_outcome(result, self.outcome_on_failure)
-        if known_failure:
-            known = self.outcome_on_failure
-        elif not anchor and result is not None:  # executed alone: its prediction was invalid
-            known = real if not missing else math.nan  # a known outcome, not a drawn one
-            real, missing = math.nan, False
-        if not math.isnan(known):
-            reward = known
-        else:
-            reward = real if anchor else (wm_score if wm_valid else math.nan)
-        return SampleRecord(
-            uid=uid,
-            reward=float(reward),
-            wm_score=float(wm_score) if wm_valid else math.nan,
-            wm_valid=wm_valid,
-            real_score=float(real),
-            failed=missing,
-            is_anchor=anchor,
-            inclusion_probability=float(self.anchor_fraction),
-            key=key,
-            known_score=float(known),
-        )

@@ -1,0 +1,37 @@
+"""The per-task bench hands the fusion's gate each group's task: the tasks recur every
+round, so the gate counts one cluster per task, not one per (round, task)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wmrl_env.testing.round_contract import RecordingFusion
+
+
+def test_the_pertask_bench_passes_its_tasks_as_clusters(monkeypatch) -> None:
+    from wmrl_env.bench import pertask
+    from wmrl_env.bench.bank import TaskBank
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+    from wmrl_env.bench.suite import sample_tasks, split_tasks
+    from wmrl_env.bench.world_model import RandomWorldModel
+
+    made: list[RecordingFusion] = []
+
+    def recording(*args, **kwargs):
+        made.append(RecordingFusion(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(pertask, "RewardFusion", recording)
+    bank = TaskBank.of(sample_tasks(split_tasks("heldout"), 4))
+    config = PerTaskConfig(rounds=3, group_size=4, anchor_fraction=0.5)
+    pertask.run_arm(bank, config, "wmrl", 0, 1.0, RandomWorldModel(0))
+    (fusion,) = made
+    assert len(fusion.calls) == 3
+    labels = set()
+    for call in fusion.calls:
+        clusters = call.get("clusters")
+        assert clusters is not None, "the gate got no clusters"
+        assert np.array_equal(np.asarray(clusters), call["group_ids"])  # the task itself
+        labels |= set(np.asarray(clusters).tolist())
+    assert labels == set(range(4))
+    assert "wm_std" in fusion.calls[0]

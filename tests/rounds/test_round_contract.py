@@ -1,0 +1,210 @@
+"""Every adapter of the anchored round runs the same conformance suite
+(:mod:`wmrl_env.testing.round_contract`): PPI exact over the draw for every kind of sample, the
+circuit breaker, clusters and std at the gate."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from wmrl_env.integrations.verl.estimator import FusedAdvantageEstimator
+from wmrl_env.integrations.verl.ledger import Ledger
+from wmrl_env.integrations.verl.scoring import SampleDraw, score_sample
+from wmrl_env.rounds import InfrastructureHealth, task_cluster
+from wmrl_env.testing.round_contract import (
+    AnchoredRoundContract,
+    PlayedRound,
+    RoundScenario,
+    ScenarioExecutor,
+    ScenarioWorldModel,
+)
+from wmrl_env.wrappers import WorldModelVectorEnv
+
+
+class ScenarioBandit(gym.Env):
+    """The scenario as a real env: reset draws a task, the one step plays an action; the
+    known failure returns a non-finite reward (a program failure); ``broken``: the env
+    raises (an infrastructure failure)."""
+
+    observation_space = gym.spaces.Discrete(4)
+    action_space = gym.spaces.Discrete(4)
+
+    def __init__(self, scenario: RoundScenario, executor: ScenarioExecutor) -> None:
+        self.scenario, self.executor, self.task = scenario, executor, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.task = int(self.np_random.integers(self.scenario.num_tasks))
+        return self.task, {}
+
+    def step(self, action):
+        self.executor.executed.append((self.task, int(action)))
+        if self.executor.broken:
+            raise RuntimeError("the simulator's worker died")
+        if self.scenario.is_known_failure(action):
+            return self.task, math.nan, True, False, {}
+        return self.task, self.scenario.real(self.task, int(action)), True, False, {}
+
+
+class TestVectorEnvRound(AnchoredRoundContract):
+    draws = 1200
+
+    def _env(self, fusion, executor, limit=32):
+        s = self.scenario
+        return WorldModelVectorEnv(
+            lambda: ScenarioBandit(s, executor),
+            ScenarioWorldModel(s),
+            num_groups=s.num_tasks,
+            group_size=s.group_size,
+            fusion=fusion,
+            executor="inline",
+            failure_score=s.failure_score,
+            known_failure=s.is_known_failure,
+            update_world_model=False,
+            max_infrastructure_failures=limit,
+        )
+
+    def _round(self, envs, seed):
+        s = self.scenario
+        obs, _ = envs.reset(seed=seed)
+        tasks = [int(t) for t in obs[:: s.group_size]]
+        actions = [a for t in tasks for a in s.actions(t)]
+        _, _, _, _, info = envs.step(np.array(actions))
+        per_env = [(t, a) for t, a in zip(np.repeat(tasks, s.group_size), actions, strict=True)]
+        return info, per_env
+
+    def play(self, fusion, seed, executor):
+        s = self.scenario
+        envs = self._env(fusion, executor)
+        try:
+            info, per_env = self._round(envs, seed)
+        finally:
+            envs.close()
+        truth = np.array([s.real(t, a) for t, a in per_env])
+        return PlayedRound(info["fused_reward"], truth, [s.kind(t, a) for t, a in per_env])
+
+    def play_broken(self, limit, executor):
+        envs = self._env(self.make_fusion(0), executor, limit)
+        try:
+            for seed in range(8):
+                self._round(envs, seed)
+        finally:
+            envs.close()
+
+    def test_clusters_and_std_reach_the_gate(self) -> None:
+        # the env draws each group's task: the same fusion over rounds sees recurring tasks
+        fusion = self.make_fusion(0, method="wmrl")
+        executor = ScenarioExecutor(self.scenario)
+        envs = self._env(fusion, executor)
+        tasks = set()
+        try:
+            for seed in range(2):
+                _, per_env = self._round(envs, seed)
+                tasks |= {t for t, _ in per_env}
+        finally:
+            envs.close()
+        labels = {c for call in fusion.calls for c in call["clusters"]}
+        assert len(labels) == len(tasks)
+        assert all(call["wm_std"] is not None for call in fusion.calls)
+
+
+class TestVerlRound(AnchoredRoundContract):
+    """verl's per-sample round (the reward worker's :func:`score_sample`, without verl's
+    DataProto) and its advantage estimator."""
+
+    def _records(self, executor, health, batch):
+        s = self.scenario
+        model = ScenarioWorldModel(s)
+        samples = []
+        for t in range(s.num_tasks):
+            uid = f"batch{batch}-group{t}"
+            for i, a in enumerate(s.actions(t)):
+                known = s.is_known_failure(a)
+                draw = SampleDraw(uid, f"{uid}_{i}", 0, s.anchor_fraction, known, task_cluster(t))
+                samples.append((t, a, draw))
+
+        async def one(t, a, draw):
+            async def predict():
+                scores, std = model.predict([t], [a])
+                return float(scores[0]), bool(np.isfinite(scores[0])), float(std[0])
+
+            def submit():
+                return asyncio.wrap_future(executor.submit([(t, a)])[0])
+
+            return await score_sample(draw, predict, submit, health, s.failure_score)
+
+        async def every():
+            return await asyncio.gather(*(one(*sample) for sample in samples))
+
+        records = asyncio.run(every())
+        return samples, records
+
+    def _fuse(self, fusion, records):
+        torch = pytest.importorskip("torch")
+        ledger = Ledger()
+        ledger.put(records)
+        estimator = FusedAdvantageEstimator(fusion, ledger, log_metrics=lambda _: None)
+        rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)[:, None]
+        estimator(rewards, torch.ones_like(rewards), index=[r.uid for r in records])
+        call = estimator.last_call
+        fused = np.full(len(records), np.nan)
+        fused[call.included] = call.fusion.rewards
+        return fused
+
+    def play(self, fusion, seed, executor):
+        s = self.scenario
+        samples, records = self._records(executor, InfrastructureHealth(32), seed)
+        truth = np.array([s.real(t, a) for t, a, _ in samples])
+        kinds = [s.kind(t, a) for t, a, _ in samples]
+        return PlayedRound(self._fuse(fusion, records), truth, kinds)
+
+    def play_broken(self, limit, executor):
+        health = InfrastructureHealth(limit)
+        for batch in range(8):
+            self._records(executor, health, batch)
+
+
+@pytest.mark.trl
+class TestTRLRound(AnchoredRoundContract):
+    """TRL's reward function (:class:`~wmrl_env.integrations.trl.WorldModelReward`)."""
+
+    draws = 1200
+
+    def _reward(self, fusion, executor, limit=32):
+        trl = pytest.importorskip("wmrl_env.integrations.trl")
+        s = self.scenario
+        return trl.WorldModelReward(
+            ScenarioWorldModel(s),
+            executor,
+            to_job=lambda prompt, completion: (int(prompt[-1]), int(completion[-1])),
+            fusion=fusion,
+            num_generations=s.group_size,
+            failure_score=s.failure_score,
+            update_world_model=False,
+            known_failure=lambda text: s.is_known_failure(int(text[-1])),
+            max_infrastructure_failures=limit,
+        )
+
+    def _batch(self):
+        s = self.scenario
+        pairs = [(t, a) for t in range(s.num_tasks) for a in s.actions(t)]
+        return pairs, [f"task {t}" for t, _ in pairs], [f"action {a}" for _, a in pairs]
+
+    def play(self, fusion, seed, executor):
+        s = self.scenario
+        reward = self._reward(fusion, executor)
+        pairs, prompts, completions = self._batch()
+        reward(prompts, completions)
+        truth = np.array([s.real(t, a) for t, a in pairs])
+        kinds = [s.kind(t, a) for t, a in pairs]
+        return PlayedRound(reward.last_call.fusion.rewards, truth, kinds)
+
+    def play_broken(self, limit, executor):
+        reward = self._reward(self.make_fusion(0), executor, limit)
+        _, prompts, completions = self._batch()
+        for _ in range(8):
+            reward(prompts, completions)
