@@ -111,3 +111,17 @@ def test_programs_sharing_a_cache_key_are_judged_once(monkeypatch) -> None:
 def test_a_program_mentioning_import_is_not_judged_inert() -> None:
     gate = PreGate(submission=SUBMISSION)
     assert gate("x = 1\n") and not gate("x = 1  # no import here\n")
+
+
+def test_a_parse_the_caller_already_made_is_not_made_again(monkeypatch) -> None:
+    from wmrl_env.sandboxes import pregate
+
+    def refuse(program):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(pregate, "does_not_parse", refuse)
+    gate = PreGate(submission=SUBMISSION)
+    answer = gate.answer(["def f(:", "x = 1", "print(1)"], parses=[False, True, True])
+    assert answer.status.tolist() == ["does_not_parse", "invalid_output", ""]
+    with pytest.raises(ValueError, match="parses has 1 entries"):
+        gate.answer(["a", "b"], parses=[True])

@@ -177,3 +177,26 @@ def test_status_probabilities_are_cached_by_task_and_program(heldout_rows) -> No
     np.testing.assert_array_equal(first.status_probs, again.status_probs)
     model.status_model = StatusModel().fit(np.zeros((2, 1)), ["ok", "ok"])
     assert model.predict_outcomes(contexts[:1], programs[:1]).p_ok[0] > 0.9
+
+
+def test_score_status_and_pre_gate_share_one_parse(monkeypatch, heldout_rows) -> None:
+    """The program models' contract parses each new program once: the pre-gate takes the
+    featurizer's answer (no compile of its own), and the answer is the same."""
+    from wmrl_env.sandboxes import pregate
+    from wmrl_env.utils import python_source
+
+    model = load_ml_world_model("v3")
+    contexts = [r["description"] for r in heldout_rows[:16]] + [heldout_rows[0]["description"]]
+    programs = [r["program"] + "\n_fresh = 1\n" for r in heldout_rows[:16]] + ["return 1"]
+    compiled = []
+    monkeypatch.setattr(pregate, "does_not_parse", lambda p: compiled.append(p))
+    real_parse = python_source.parse_program
+    parsed = []
+    monkeypatch.setattr(
+        "wmrl_env.world_models.program_features.parse_program",
+        lambda p: parsed.append(p) or real_parse(p),
+    )
+    outcome = model.predict_outcomes(contexts, programs)
+    assert compiled == [] and len(parsed) == len(set(programs))
+    assert outcome.known.tolist() == [False] * 16 + [True]
+    assert outcome.status()[16] == "does_not_parse"

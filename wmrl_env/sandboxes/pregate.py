@@ -100,9 +100,17 @@ class PreGate:
     def __repr__(self) -> str:
         return f"PreGate(submission={self.submission!r})"
 
-    def answer(self, artifacts: Sequence[Any]) -> KnownOutcomes:
-        """The certain outcomes of a batch."""
-        answers = [self._one(a) for a in artifacts]
+    def answer(
+        self, artifacts: Sequence[Any], parses: Sequence[bool] | None = None
+    ) -> KnownOutcomes:
+        """The certain outcomes of a batch. ``parses``: per artifact, whether it is valid
+        Python, when the caller has already asked
+        :func:`~wmrl_env.utils.python_source.parses` (a world model's featurizer does):
+        the gate then does not compile it again."""
+        if parses is not None and len(parses) != len(artifacts):
+            raise ValueError(f"parses has {len(parses)} entries for {len(artifacts)} artifacts")
+        given = [None] * len(artifacts) if parses is None else [bool(p) for p in parses]
+        answers = [self._one(a, g) for a, g in zip(artifacts, given, strict=True)]
         status = np.array([s for s, _ in answers], dtype=object)
         return KnownOutcomes(
             known=np.array([bool(s) for s, _ in answers], dtype=bool),
@@ -110,7 +118,7 @@ class PreGate:
             reasons=[r for _, r in answers],
         )
 
-    def _one(self, artifact: Any) -> tuple[str, str]:
+    def _one(self, artifact: Any, parses: bool | None = None) -> tuple[str, str]:
         if not isinstance(artifact, str):
             return "", ""
         cached = self._cache.get(artifact)
@@ -120,7 +128,7 @@ class PreGate:
         key = self.cache_key(artifact) if self.cache_key is not None else None
         answer = self._by_key.get(key) if key is not None else None
         if answer is None:
-            answer = self._judge(artifact)
+            answer = self._judge(artifact, parses)
             if key is not None:
                 self._by_key[key] = answer
                 if len(self._by_key) > self.max_entries:
@@ -130,8 +138,8 @@ class PreGate:
             self._cache.popitem(last=False)
         return answer
 
-    def _judge(self, program: str) -> tuple[str, str]:
-        if does_not_parse(program):
+    def _judge(self, program: str, parses: bool | None = None) -> tuple[str, str]:
+        if (not parses) if parses is not None else does_not_parse(program):
             return "does_not_parse", "does not compile"
         if (
             self.submission is not None

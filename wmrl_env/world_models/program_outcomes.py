@@ -7,8 +7,10 @@ the execution table's statuses on the same pretraining tasks) the score given ``
 expected reward with the failures taken out, ``(E - (1 - p_ok) * 0) / p_ok`` (``p_ok`` at
 least :data:`MIN_OK_SHARE`, clipped to the score range); without one every parseable program
 is ``ok`` with probability 1. The std is the model's calibrated std of the reward. The
-pre-gate answers its certain cases exactly. Rows are read from the model's row cache, so the
-status costs no second parse, and status probabilities are cached by (task, program).
+pre-gate answers its certain cases exactly. Score, status and pre-gate share one parse: rows
+are read from the model's row cache and the gate takes the featurizer's "does it parse"
+(the same predicate, :func:`~wmrl_env.utils.python_source.parses`); status probabilities
+are cached by (task, program).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def program_outcomes(
     :class:`~wmrl_env.world_models.program_rows.ProgramTaskRows`."""
     prediction = model.predict(contexts, artifacts)
     programs = [as_text(a) for a in artifacts]
-    answer = model.pre_gate.answer(programs)
+    parsed = [features is not None for features in row_builder.programs(programs)]
+    answer = model.pre_gate.answer(programs, parses=parsed)  # the featurizer's parse, shared
     n = len(programs)
     low, high = model.score_range
     failure = low if failure_score is None else float(failure_score)
