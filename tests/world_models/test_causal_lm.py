@@ -144,3 +144,41 @@ def test_fine_tuning_refuses_bad_scores_before_training() -> None:
     with pytest.raises(ValueError, match="outside"):
         finetune_lora(model, CONTEXTS, ARTIFACTS, np.array([0.5, 1.5, np.nan]))
     assert not hasattr(model.model, "peft_config")
+
+
+def test_status_probabilities_are_the_status_tokens_next_token_distribution() -> None:
+    """Constrained status tokens: the contract's status probabilities are the model's
+    next-token distribution after the status question, renormalised over the four status
+    tokens (computed here one prompt at a time, without padding); a program that does not
+    compile is the pre-gate's, exactly."""
+    import torch
+
+    from wmrl_env.world_models.outcomes import STATUSES
+
+    model = scorer(batch_size=2)
+    outcome = model.predict_outcomes(CONTEXTS, ARTIFACTS, failure_score=0.0)
+    ids = model.status_token_ids()
+    columns = [STATUSES.index(status) for status in model.status_prompt.statuses]
+    assert outcome.known.tolist() == [False, False, True]  # 'return' outside a function
+    assert outcome.status()[2] == "does_not_parse"
+    for i in range(2):
+        text = model.status_prompt.render_batch([CONTEXTS[i]], [ARTIFACTS[i]])[0]
+        encoded = model.tokenizer(text, add_special_tokens=False, return_tensors="pt")
+        with torch.inference_mode():
+            logits = model.model(input_ids=encoded["input_ids"]).logits[0, -1]
+        expected = torch.softmax(logits[ids].double(), dim=0).numpy()
+        np.testing.assert_allclose(outcome.status_probs[i, columns], expected, rtol=1e-4)
+    prediction = model.predict(CONTEXTS[:2], ARTIFACTS[:2])
+    np.testing.assert_allclose(outcome.score[:2], prediction.scores)
+
+
+def test_status_tokens_that_are_not_one_token_are_refused() -> None:
+    from wmrl_env.world_models.prompting import StatusPrompt
+
+    model = scorer()
+    tokens = (("ok", "Zyzzyva"), ("crashed", "C"), ("timeout", "T"), ("invalid_output", "I"))
+    model.status_prompt = StatusPrompt(tokens=tokens)
+    with pytest.raises(ValueError, match="single tokens"):
+        model.predict_outcomes(CONTEXTS[:1], ARTIFACTS[:1])
+    with pytest.raises(ValueError, match="each of"):
+        StatusPrompt(tokens=(("ok", "O"), ("crashed", "C")))

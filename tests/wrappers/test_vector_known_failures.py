@@ -62,3 +62,50 @@ def test_known_failure_needs_a_failure_score_and_an_outcome_task() -> None:
             executor="inline",
             known_failure=lambda action: False,
         )
+
+
+def test_the_pre_gate_in_the_round_scores_its_answers_as_known_with_their_status() -> None:
+    """With the deterministic pre-gate as ``known_failure``, a program that does not compile
+    (and, with a submission file, one that runs no code) is never executed, scores the
+    failure score, and its certain status reaches ``info["known_status"]``; the fusion counts
+    it as known (``n_known``), never as a calibration pair."""
+    from testing_env import TextTaskEnv, TextWorldModel
+
+    from wmrl_env.sandboxes import PreGate
+
+    log = CallLog()
+    envs = WorldModelVectorEnv(
+        lambda: TextTaskEnv(log=log),
+        TextWorldModel(),
+        num_groups=4,
+        group_size=2,
+        fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=0),
+        executor="inline",
+        score_range=(0.0, 1.0),
+        known_failure=PreGate(submission="predictions.csv"),
+    )
+    _, info = envs.reset(seed=0)
+    anchors = np.flatnonzero(info["is_anchor"])
+    actions = ["cba"] * 8
+    actions[anchors[0]] = "def f(:"
+    actions[anchors[1]] = "# only a comment"
+    _, rewards, _, _, info = envs.step(actions)
+    assert log.count("step") == len(anchors) - 2
+    assert info["known_failure"].tolist() == [i in anchors[:2] for i in range(8)]
+    assert info["known_status"][anchors[0]] == "does_not_parse"
+    assert info["known_status"][anchors[1]] == "invalid_output"
+    assert set(info["known_status"][~info["known_failure"]]) == {""}
+    assert (rewards[anchors[:2]] == 0.0).all() and np.isnan(info["real_score"][anchors[:2]]).all()
+    assert info["batch"]["n_known"][0] == 2
+    envs.close()
+
+
+def test_a_plain_predicate_reports_failed_as_its_known_status() -> None:
+    log = CallLog()
+    envs = make_envs(log, known_failure=lambda action: int(action) == BROKEN)
+    envs.reset(seed=0)
+    actions = np.zeros(M * G, dtype=np.int64)
+    actions[0] = BROKEN
+    _, _, _, _, info = envs.step(actions)
+    assert info["known_status"][0] == "failed" and set(info["known_status"][1:]) == {""}
+    envs.close()

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 COMMAND_MODULES: tuple[str, ...] = (
     "wmrl_env.cli.bench",
     "wmrl_env.cli.demo",
+    "wmrl_env.cli.fidelity",
     "wmrl_env.cli.tables",
     "wmrl_env.cli.export_log",
     "wmrl_env.cli.train_world_model",

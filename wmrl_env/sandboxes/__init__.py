@@ -24,6 +24,7 @@ from wmrl_env.sandboxes.image import build_image, default_image
 from wmrl_env.sandboxes.job import InvalidOutputError, Job, Scorer
 from wmrl_env.sandboxes.limits import SandboxLimits
 from wmrl_env.sandboxes.local import LocalSandbox, SandboxUnavailableError
+from wmrl_env.sandboxes.pregate import KnownOutcomes, PreGate
 from wmrl_env.sandboxes.ray_executor import RayExecutor
 from wmrl_env.sandboxes.replay import ReplayExecutor, ReplayRecord
 from wmrl_env.sandboxes.scoring import JsonScore, apply_scorer
@@ -36,7 +37,9 @@ __all__ = [
     "InvalidOutputError",
     "Job",
     "JsonScore",
+    "KnownOutcomes",
     "LocalSandbox",
+    "PreGate",
     "RayExecutor",
     "ReplayExecutor",
     "ReplayRecord",

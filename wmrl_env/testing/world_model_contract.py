@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from wmrl_env.sandboxes.syntax import does_not_parse
 from wmrl_env.world_models.base import as_prediction, as_step_prediction
+from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction
 
 
 def _shared_per_class(test: Any) -> Any:
@@ -19,7 +21,8 @@ def _shared_per_class(test: Any) -> Any:
 
 
 class WorldModelContract:
-    """Mixin for outcome world models (``predict(contexts, artifacts)``).
+    """Mixin for outcome world models (``predict(contexts, artifacts)`` and the prediction
+    contract ``predict_outcomes(contexts, artifacts, failure_score=...)``).
 
     Hooks: :meth:`make_world_model`, :meth:`make_inputs`. Set ``batch_tolerance`` when batched
     and one-by-one predictions may differ by padding numerics.
@@ -68,6 +71,34 @@ class WorldModelContract:
         contexts, artifacts, _ = self.make_inputs(3)
         with pytest.raises(ValueError):
             world_model.predict(contexts, artifacts[:2])
+
+    def test_predict_outcomes_contract(self, world_model) -> None:
+        """Every outcome world model returns the prediction contract: status probabilities
+        that sum to 1, the expected reward under the failure score, and the pre-gate's
+        exact answer for a program that does not compile (known, never a guess)."""
+        contexts, artifacts, _ = self.make_inputs(4)
+        contexts, artifacts = [*contexts, contexts[0]], [*artifacts, "def broken(:\n"]
+        failure = -0.5
+        outcome = world_model.predict_outcomes(contexts, artifacts, failure_score=failure)
+        assert isinstance(outcome, OutcomePrediction)
+        assert outcome.status_probs.shape == (5, len(STATUSES))
+        np.testing.assert_allclose(outcome.status_probs.sum(axis=1), 1.0, atol=1e-9)
+        assert (outcome.status_probs >= 0).all()
+        assert outcome.known.tolist() == [does_not_parse(a) for a in artifacts]
+        known = outcome.known
+        assert (outcome.status()[known] == "does_not_parse").all()
+        assert (outcome.expected_reward[known] == failure).all()
+        p_ok, score = outcome.p_ok[~known], outcome.score[~known]
+        expected = p_ok * score + (1 - p_ok) * failure
+        np.testing.assert_allclose(outcome.expected_reward[~known], expected, rtol=1e-12)
+        np.testing.assert_allclose(outcome.error_probs.sum(axis=1), 1.0, atol=1e-9)
+        plain = as_prediction(world_model.predict(contexts, artifacts), n=5)
+        assert np.isfinite(outcome.score[plain.valid & ~known]).all()
+        if self.score_range is not None:
+            low, high = self.score_range
+            assert ((score >= low) & (score <= high)).all()
+        again = world_model.predict_outcomes(contexts, artifacts, failure_score=failure)
+        np.testing.assert_array_equal(outcome.status_probs, again.status_probs)
 
     def test_update_if_supported(self) -> None:
         world_model = self.make_world_model()

@@ -134,13 +134,14 @@ class CausalLMScorer(PromptScorer):
         return self.learner.learn(self, prompts, targets)
 
     # ---------------------------------------------------------------- prediction
-    def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
+    def token_log_probs(self, prompts: Sequence[str], token_ids: Sequence[int]) -> np.ndarray:
         torch = require("torch")
-        out = np.empty((len(prompts), len(self.score_token_ids)))
+        ids = list(token_ids)
+        out = np.empty((len(prompts), len(ids)))
         with torch.inference_mode():
             for chunk, batch in self._batches(prompts):
                 log_probs = self.next_token_log_probs(batch)
-                out[chunk] = log_probs[:, self.score_token_ids].double().cpu().numpy()
+                out[chunk] = log_probs[:, ids].double().cpu().numpy()
         return out
 
     def generate(self, prompts: Sequence[str]) -> list[str]:

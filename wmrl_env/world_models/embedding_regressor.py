@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction, as_prediction
 from wmrl_env.world_models.encoder import TextEncoder
 from wmrl_env.world_models.heads import (
@@ -39,6 +40,7 @@ from wmrl_env.world_models.heads import (
     fit_head,
     make_head,
 )
+from wmrl_env.world_models.outcomes import OutcomePrediction, outcomes_without_status
 from wmrl_env.world_models.text import check_batch, check_real_scores
 
 __all__ = ["DEFAULT_HEAD", "EmbeddingRegressor"]
@@ -90,6 +92,7 @@ class EmbeddingRegressor:
         self.max_pairs = max_pairs
         self.n_folds = n_folds
         self.seed = seed
+        self.pre_gate = PreGate()
         self._features = np.zeros((0, 2 * self.encoder.dim), dtype=np.float32)
         self._scores = np.zeros(0)
         self._head: Any = None
@@ -183,6 +186,20 @@ class EmbeddingRegressor:
         if self.score_range is not None:
             scores = np.clip(scores, *self.score_range)
         return as_prediction(Prediction(scores=scores, std=std), n=n, score_range=self.score_range)
+
+    def predict_outcomes(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
+    ) -> OutcomePrediction:
+        """The prediction contract. This model learns from ``ok`` runs' scores only: an item
+        the pre-gate does not answer is ``ok`` with probability 1 (its score and std are
+        :meth:`predict`'s). ``failure_score`` defaults to the score range's low end (0 when
+        there is none)."""
+        prediction = self.predict(contexts, artifacts)
+        _, artifact_texts = check_batch(contexts, artifacts)
+        if failure_score is None:
+            failure_score = 0.0 if self.score_range is None else self.score_range[0]
+        answer = self.pre_gate.answer(artifact_texts)
+        return outcomes_without_status(answer, prediction, failure_score)
 
     def _featurize(self, context_texts: list[str], artifact_texts: list[str]) -> np.ndarray:
         return np.concatenate(

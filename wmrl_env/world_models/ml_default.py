@@ -27,17 +27,22 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.program_profile import ProgramProfileWorldModel
 from wmrl_env.world_models.program_task import ProgramTaskWorldModel
+from wmrl_env.world_models.status_model import StatusModel, status_label
 
 __all__ = [
     "ARTIFACTS",
     "DEFAULT_ARTIFACT",
     "PRETRAINING_SPLITS",
+    "STATUS_ARTIFACTS",
     "load_default_ml_world_model",
     "load_ml_world_model",
+    "ml_pre_gate",
     "ml_program_grid",
     "new_ml_world_model",
+    "pretrain_ml_status_model",
     "pretrain_ml_world_model",
     "pretraining_tasks",
     "table_training_pairs",
@@ -50,6 +55,9 @@ ARTIFACTS = {
 }
 """The committed pretrained ML world models, by version."""
 DEFAULT_ARTIFACT = ARTIFACTS["v3"]
+STATUS_ARTIFACTS = {version: _PRETRAINED / f"ml_status_{version}.pkl" for version in ARTIFACTS}
+"""The committed status models (how a run ends), one per version, each learned from the
+execution table's statuses on that version's pretraining splits."""
 _BUILD = {
     "v2": "wmrl train-world-model --backend program --table-split wm --out {path}",
     "v3": "wmrl train-world-model --backend profile --table-split wm,train --out {path}",
@@ -75,7 +83,21 @@ def load_ml_world_model(
             f"{path} is missing: build it with '{_BUILD[version].format(path=path)}'"
         )
     cls = ProgramProfileWorldModel if version == "v3" else ProgramTaskWorldModel
-    return cls.load(path, context_features)
+    model = cls.load(path, context_features)
+    status = STATUS_ARTIFACTS[version]
+    if status.is_file():
+        model.status_model = StatusModel.load(status)
+    model.pre_gate = ml_pre_gate()
+    return model
+
+
+def ml_pre_gate() -> PreGate:
+    """The pre-gate of the ML suite: a program must write ``predictions.csv``; programs that
+    differ only in comment or blank lines share an answer."""
+    from wmrl_env.envs.ml_tasks.scoring import PREDICTIONS_FILE
+    from wmrl_env.world_models.program_features import code_key
+
+    return PreGate(submission=PREDICTIONS_FILE, cache_key=code_key)
 
 
 def load_default_ml_world_model(path: str | Path | None = None) -> ProgramProfileWorldModel:
@@ -151,3 +173,22 @@ def pretrain_ml_world_model(
 ) -> ProgramTaskWorldModel | ProgramProfileWorldModel:
     """A new ML world model ``version`` fitted on the table rows of ``tasks``."""
     return new_ml_world_model(version, seed=seed).fit(*table_training_pairs(tasks))
+
+
+def pretrain_ml_status_model(version: str = "v3", *, seed: int = 0) -> StatusModel:
+    """The status model of ``version``, fitted on the committed table's statuses of that
+    version's pretraining splits (:data:`PRETRAINING_SPLITS`), on the feature rows that
+    version reads. Rebuild the committed one with
+    ``pretrain_ml_status_model(v).save(STATUS_ARTIFACTS[v])``."""
+    from wmrl_env.envs.ml_tasks import load_table
+    from wmrl_env.world_models.outcomes import observed_status
+
+    if version not in PRETRAINING_SPLITS:
+        raise ValueError(f"version must be one of {sorted(PRETRAINING_SPLITS)}, got {version!r}")
+    rows = load_table().with_text(pretraining_tasks(PRETRAINING_SPLITS[version]))
+    model = new_ml_world_model(version, seed=seed)
+    builder = model.rows if version == "v3" else model._row_builder
+    x, parsed = builder([r["description"] for r in rows], [r["program"] for r in rows])
+    labels = [status_label(*observed_status(r["status"], r["message"], r["program"])) for r in rows]
+    keep = np.flatnonzero(parsed)
+    return StatusModel(seed=seed).fit(x[keep], [labels[i] for i in keep])

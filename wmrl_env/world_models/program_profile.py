@@ -48,8 +48,10 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.conformal_std import coverage_scale
+from wmrl_env.world_models.outcomes import OutcomePrediction
 from wmrl_env.world_models.pretraining import (
     ArtifactFormat,
     fit_booster,
@@ -65,8 +67,10 @@ from wmrl_env.world_models.program_covariance import (
     identified,
 )
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.program_outcomes import program_outcomes
 from wmrl_env.world_models.program_rows import ProgramTaskRows
 from wmrl_env.world_models.program_task import _GP_BLOCKS, _GP_COLUMNS
+from wmrl_env.world_models.status_model import StatusModel
 from wmrl_env.world_models.task_residual import fit_residual_prior
 from wmrl_env.world_models.text import (
     as_text,
@@ -215,6 +219,8 @@ class ProgramProfileWorldModel:
         self.std_scale = 1.0
         self.variance_floor = 0.0
         self.fallback_score = 0.5 * sum(self.score_range)
+        self.status_model: StatusModel | None = None  # how runs end (predict_outcomes)
+        self.pre_gate = PreGate()
         self._anchors: OrderedDict[str, OrderedDict[str, list[Any]]] = OrderedDict()
         self._posteriors: dict[str, ProfilePosterior] = {}
         self._placements: OrderedDict[str, tuple[np.ndarray, float]] = OrderedDict()
@@ -529,6 +535,14 @@ class ProgramProfileWorldModel:
             std[ok] = spread * shrink * self.std_scale
         reasons = ["" if good else "unparseable" for good in ok]
         return Prediction(scores=scores, std=std, valid=ok.copy(), reasons=reasons)
+
+    def predict_outcomes(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
+    ) -> OutcomePrediction:
+        """The prediction contract (:mod:`~wmrl_env.world_models.program_outcomes`): status
+        probabilities, score given ok with its std, expected reward under ``failure_score``
+        (default: the score range's low end)."""
+        return program_outcomes(self, self.rows, contexts, artifacts, failure_score)
 
     def _posterior(self, task: str) -> ProfilePosterior:
         if task not in self._posteriors:

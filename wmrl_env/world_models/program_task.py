@@ -40,8 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.conformal_std import coverage_scale
+from wmrl_env.world_models.outcomes import OutcomePrediction
 from wmrl_env.world_models.pretraining import (
     ArtifactFormat,
     fit_booster,
@@ -50,7 +52,9 @@ from wmrl_env.world_models.pretraining import (
     spread_std,
 )
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.program_outcomes import program_outcomes
 from wmrl_env.world_models.program_rows import ProgramTaskRows
+from wmrl_env.world_models.status_model import StatusModel
 from wmrl_env.world_models.task_residual import (
     ResidualPrior,
     TaskPosterior,
@@ -156,6 +160,8 @@ class ProgramTaskWorldModel:
         self.prior: ResidualPrior | None = None
         self.std_scale = 1.0
         self.fallback_score = 0.5 * sum(self.score_range)
+        self.status_model: StatusModel | None = None  # how runs end (predict_outcomes)
+        self.pre_gate = PreGate()
         self._anchors: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._posteriors: dict[str, TaskPosterior] = {}
 
@@ -308,6 +314,14 @@ class ProgramTaskWorldModel:
             std[ok] = spread * np.sqrt(variance / self.prior.total) * self.std_scale
         reasons = ["" if good else "unparseable" for good in ok]
         return Prediction(scores=scores, std=std, valid=ok.copy(), reasons=reasons)
+
+    def predict_outcomes(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
+    ) -> OutcomePrediction:
+        """The prediction contract (:mod:`~wmrl_env.world_models.program_outcomes`): status
+        probabilities, score given ok with its std, expected reward under ``failure_score``
+        (default: the score range's low end)."""
+        return program_outcomes(self, self._row_builder, contexts, artifacts, failure_score)
 
     def _base(self, rows: np.ndarray) -> np.ndarray:
         return self._booster.predict(rows) + self.shape_weight * self._shape.predict(rows)

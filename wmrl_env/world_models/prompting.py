@@ -24,16 +24,22 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction, as_prediction
 from wmrl_env.world_models.conformal_std import ConformalStd, held_out_mask
+from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
 from wmrl_env.world_models.score_bins import ScoreBins
 from wmrl_env.world_models.text import check_batch, check_real_scores
 
 __all__ = [
+    "DEFAULT_STATUS_TEMPLATE",
+    "DEFAULT_STATUS_TOKENS",
     "DEFAULT_TEMPLATE",
     "MODES",
     "PromptScorer",
     "ScorePrompt",
+    "StatusPrompt",
+    "answer_token_ids",
     "prediction_from_generations",
     "prediction_from_log_probs",
 ]
@@ -86,25 +92,83 @@ class ScorePrompt:
         rendered prompt appends exactly that token (otherwise the next-token probabilities
         would not be the probabilities of the score).
         """
-        ids = []
-        prompt = self.render("context", "artifact")
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        for token in self.bins.tokens:
-            encoded = tokenizer(token, add_special_tokens=False)["input_ids"]
-            if len(encoded) != 1:
-                raise ValueError(
-                    f"score token {token!r} is {len(encoded)} tokens for this tokenizer; "
-                    "choose ScoreBins(tokens=...) that are single tokens"
-                )
-            joined = tokenizer(prompt + token, add_special_tokens=False)["input_ids"]
-            if joined != [*prompt_ids, encoded[0]]:
-                raise ValueError(
-                    f"appending {token!r} to the prompt does not append one token under this "
-                    "tokenizer (it merges with the prompt's end); end the template differently, "
-                    "e.g. with or without a trailing space"
-                )
-            ids.append(encoded[0])
-        return ids
+        return answer_token_ids(tokenizer, self.render("context", "artifact"), self.bins.tokens)
+
+
+DEFAULT_STATUS_TEMPLATE = (
+    "Task:\n{context}\n\nCandidate solution:\n{artifact}\n\n"
+    "When this solution is executed, does it finish and write its output (O), crash (C), "
+    "time out (T) or write an invalid output (I)? Answer with one letter.\nStatus:\n"
+)
+DEFAULT_STATUS_TOKENS: dict[str, str] = {
+    "ok": "O",
+    "crashed": "C",
+    "timeout": "T",
+    "invalid_output": "I",
+}
+
+
+@dataclass(frozen=True)
+class StatusPrompt:
+    """The question a language-model world model answers about how a run ends: one status
+    token per status (``ok``, ``crashed``, ``timeout``, ``invalid_output``), read by their
+    next-token probabilities (constrained to these tokens). ``does_not_parse`` is the
+    pre-gate's. The default ends with a newline so a letter appended to it is one token
+    under byte-level tokenizers.
+
+    >>> StatusPrompt().render_batch(["Sort."], ["sorted(x)"])[0].endswith("Status:\\n")
+    True
+    """
+
+    template: str = DEFAULT_STATUS_TEMPLATE
+    tokens: tuple[tuple[str, str], ...] = tuple(DEFAULT_STATUS_TOKENS.items())
+
+    def __post_init__(self) -> None:
+        for name in ("{context}", "{artifact}"):
+            if name not in self.template:
+                raise ValueError(f"template must contain {name}")
+        statuses = [status for status, _ in self.tokens]
+        if sorted(statuses) != sorted(DEFAULT_STATUS_TOKENS):
+            raise ValueError(f"tokens must name each of {sorted(DEFAULT_STATUS_TOKENS)} once")
+
+    @property
+    def statuses(self) -> tuple[str, ...]:
+        return tuple(status for status, _ in self.tokens)
+
+    def render_batch(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> list[str]:
+        context_texts, artifact_texts = check_batch(contexts, artifacts)
+        return [
+            self.template.format(context=c, artifact=a)
+            for c, a in zip(context_texts, artifact_texts, strict=True)
+        ]
+
+    def token_ids(self, tokenizer: Any) -> list[int]:
+        """Token ids of the status tokens (checked as :meth:`ScorePrompt.score_token_ids`)."""
+        prompt = self.template.format(context="context", artifact="artifact")
+        return answer_token_ids(tokenizer, prompt, [token for _, token in self.tokens])
+
+
+def answer_token_ids(tokenizer: Any, prompt: str, tokens: Sequence[str]) -> list[int]:
+    """The id of each answer token; ``ValueError`` unless each is one token and appending it
+    to ``prompt`` appends exactly that token."""
+    ids = []
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    for token in tokens:
+        encoded = tokenizer(token, add_special_tokens=False)["input_ids"]
+        if len(encoded) != 1:
+            raise ValueError(
+                f"answer token {token!r} is {len(encoded)} tokens for this tokenizer; "
+                "choose tokens that are single tokens"
+            )
+        joined = tokenizer(prompt + token, add_special_tokens=False)["input_ids"]
+        if joined != [*prompt_ids, encoded[0]]:
+            raise ValueError(
+                f"appending {token!r} to the prompt does not append one token under this "
+                "tokenizer (it merges with the prompt's end); end the template differently, "
+                "e.g. with or without a trailing space"
+            )
+        ids.append(encoded[0])
+    return ids
 
 
 def prediction_from_log_probs(
@@ -131,12 +195,20 @@ def prediction_from_generations(texts: Sequence[str], bins: ScoreBins) -> Predic
     return as_prediction(prediction, n=len(scores), score_range=bins.score_range)
 
 
+def _softmax_rows(log_probs: np.ndarray) -> np.ndarray:
+    """Each row renormalised into probabilities; a row with no finite entry is uniform."""
+    top = np.max(log_probs, axis=1, keepdims=True)
+    seen = np.isfinite(top)
+    weights = np.where(seen, np.exp(log_probs - np.where(seen, top, 0.0)), 1.0)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
 class PromptScorer(abc.ABC):
     """The shared front of the language-model backends: options, prompts, :meth:`predict`,
     :meth:`update` (online learning and std calibration) and :meth:`calibrate`.
 
     Subclasses load a model, set :attr:`score_token_ids` (from
-    :meth:`ScorePrompt.score_token_ids`) and implement :meth:`score_log_probs`,
+    :meth:`ScorePrompt.score_token_ids`), a ``tokenizer`` and implement :meth:`token_log_probs`,
     :meth:`generate` and :meth:`learn`.
 
     The std of expectation mode is the spread of the score-token distribution scaled by
@@ -179,6 +251,10 @@ class PromptScorer(abc.ABC):
         if not 0.0 <= min_score_mass <= 1.0:
             raise ValueError(f"min_score_mass must lie in [0, 1], got {min_score_mass}")
         self.prompt = prompt if prompt is not None else ScorePrompt()
+        #: the status question of :meth:`predict_outcomes` (replace it to ask otherwise)
+        self.status_prompt = StatusPrompt()
+        self.pre_gate = PreGate()
+        self._status_ids: tuple[StatusPrompt, list[int]] | None = None
         self.mode = mode
         self.max_length = max_length
         self.min_score_mass = min_score_mass
@@ -201,6 +277,37 @@ class PromptScorer(abc.ABC):
             return raw
         std = self.std_calibration.apply(raw.std)
         return Prediction(scores=raw.scores, std=std, valid=raw.valid, reasons=raw.reasons)
+
+    def predict_outcomes(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
+    ) -> OutcomePrediction:
+        """The prediction contract: the score given ``ok`` and its std are :meth:`predict`'s;
+        the status probabilities are the next-token probabilities of :attr:`status_prompt`'s
+        tokens, renormalised over them (constrained status tokens; one more forward pass);
+        the pre-gate answers its certain cases exactly. ``failure_score`` defaults to the
+        score range's low end."""
+        prediction = self.predict(contexts, artifacts)
+        _, artifact_texts = check_batch(contexts, artifacts)
+        answer = self.pre_gate.answer(artifact_texts)
+        log_probs = self.token_log_probs(
+            self.status_prompt.render_batch(contexts, artifacts), self.status_token_ids()
+        )
+        weights = _softmax_rows(log_probs)
+        probs = np.zeros((len(artifact_texts), len(STATUSES)))
+        for column, status in enumerate(self.status_prompt.statuses):
+            probs[:, STATUSES.index(status)] = weights[:, column]
+        score = np.where(prediction.valid, prediction.scores, np.nan)
+        std = prediction.std if prediction.std is not None else np.full(len(score), np.nan)
+        low = self.prompt.bins.score_range[0]
+        failure = low if failure_score is None else float(failure_score)
+        return combine_with_gate(answer, probs, score, std, failure)
+
+    def status_token_ids(self) -> list[int]:
+        """Token ids of :attr:`status_prompt`'s tokens (checked once per prompt)."""
+        if self._status_ids is None or self._status_ids[0] is not self.status_prompt:
+            ids = self.status_prompt.token_ids(self.tokenizer)
+            self._status_ids = (self.status_prompt, ids)
+        return self._status_ids[1]
 
     def predict_raw(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> Prediction:
         """As :meth:`predict`, with the score-token distribution's own spread as the std."""
@@ -282,9 +389,14 @@ class PromptScorer(abc.ABC):
         real, keep = check_real_scores(real_scores, len(prompts), self.prompt.bins.score_range)
         return [p for p, k in zip(prompts, keep, strict=True) if k], real[keep]
 
-    @abc.abstractmethod
     def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
         """Next-token log-probabilities of the score tokens, shape ``(len(prompts), n)``."""
+        return self.token_log_probs(prompts, self.score_token_ids)
+
+    @abc.abstractmethod
+    def token_log_probs(self, prompts: Sequence[str], token_ids: Sequence[int]) -> np.ndarray:
+        """Next-token log-probabilities of ``token_ids`` after each prompt, shape
+        ``(len(prompts), len(token_ids))``."""
 
     @abc.abstractmethod
     def generate(self, prompts: Sequence[str]) -> list[str]:

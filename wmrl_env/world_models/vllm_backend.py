@@ -161,14 +161,15 @@ class VLLMScorer(PromptScorer):
             if state["trainer"]["adapters"] is not None:
                 self._serve(self.trainer)
 
-    def score_log_probs(self, prompts: Sequence[str]) -> np.ndarray:
-        """As :meth:`PromptScorer.score_log_probs`; ``-inf`` where outside the top K."""
+    def token_log_probs(self, prompts: Sequence[str], token_ids: Sequence[int]) -> np.ndarray:
+        """As :meth:`PromptScorer.token_log_probs`; ``-inf`` where outside the top K (a row
+        with every token outside it reads as uniform in :meth:`predict_outcomes`)."""
         params = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, logprobs=self.logprobs)
         outputs = self._run(prompts, params)
-        out = np.full((len(prompts), len(self.score_token_ids)), -np.inf)
+        out = np.full((len(prompts), len(token_ids)), -np.inf)
         for row, output in enumerate(outputs):
             top = output.outputs[0].logprobs[0]
-            for column, token_id in enumerate(self.score_token_ids):
+            for column, token_id in enumerate(token_ids):
                 if token_id in top:
                     out[row, column] = top[token_id].logprob
         return out

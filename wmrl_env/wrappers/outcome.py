@@ -13,8 +13,9 @@ Data flow of ``step(actions)``:
 2. one batched ``world_model.predict(contexts, artifacts)`` scores every env;
 3. groups with an invalid prediction (NaN, inf, out of range) are executed for real too, as
    anchors with inclusion probability 1 (``RewardFusion.force_anchors``), except for members
-   known to fail without running (``known_failure``): never executed, scored
-   ``failure_score`` as known outcomes;
+   known to fail without running (``known_failure``, e.g. the deterministic pre-gate
+   :class:`~wmrl_env.sandboxes.pregate.PreGate`): never executed, scored ``failure_score``
+   as known outcomes (``info["known_status"]``: the gate's status, where it gives one);
 4. the fusion turns world-model and real scores into rewards, weights and advantages.
 
 The world model may learn from the round's real scores (``update``), when it has that method
@@ -24,6 +25,7 @@ The world model may learn from the round's real scores (``update``), when it has
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -31,13 +33,29 @@ import numpy as np
 
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.fusion import screen_members, ucb_priorities, uncertainty_priorities
+from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction, learn_from_real_scores
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.starts import check_same_starts
 from wmrl_env.wrappers.world_model_calls import predict_outcome
 
-__all__ = ["OutcomeRound"]
+__all__ = ["OutcomeRound", "known_outcomes"]
+
+
+def known_outcomes(
+    known_failure: Callable[[Any], bool] | None, actions: Sequence[Any], n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per env: whether its outcome is known to be a failure, and its status where the
+    predicate tells one (a :class:`~wmrl_env.sandboxes.pregate.PreGate` answers a whole
+    batch with statuses; a plain predicate gives ``"failed"``)."""
+    if known_failure is None:
+        return np.zeros(n, dtype=bool), np.full(n, "", dtype=object)
+    if isinstance(known_failure, PreGate):
+        answer = known_failure.answer(actions)
+        return answer.known, answer.status.astype(object)
+    known = np.array([bool(known_failure(a)) for a in actions], dtype=bool)
+    return known, np.where(known, "failed", "").astype(object)
 
 
 class OutcomeRound(Round):
@@ -53,9 +71,7 @@ class OutcomeRound(Round):
         contexts = layout.expand(starts.observations)
 
         submitted_at = time.perf_counter()
-        known = np.zeros(layout.num_envs, dtype=bool)
-        if setup.known_failure is not None:
-            known = np.array([bool(setup.known_failure(a)) for a in actions], dtype=bool)
+        known, known_status = known_outcomes(setup.known_failure, actions, layout.num_envs)
         early = None
         selection = setup.selection
         if self.anchors is None or selection.execute_per_group is not None:
@@ -88,7 +104,7 @@ class OutcomeRound(Round):
         info: dict[str, Any] = {}
         known_scores = np.where(known, setup.failure_score, np.nan)
         rewards = self.fuse(prediction.scores, prediction.valid, info, prediction.std, known_scores)
-        add_per_env(info, known_failure=known)
+        add_per_env(info, known_failure=known, known_status=known_status)
         self.real_info(info)
         add_per_env(
             info,

@@ -99,9 +99,12 @@ class WorldModelVectorEnv(VectorEnv):
             probability 0, so no estimator of the group mean is unbiased (refused with
             ``ppi``). See ``docs/fusion.md``.
         known_failure: ``action -> bool`` (outcome tasks), True for an artifact that certainly
-            fails without running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse` for
-            program text): it scores ``failure_score`` unexecuted, its group is not forced to
-            execute, and it is no evidence for the fusion (``known_scores``).
+            fails without running it: it scores ``failure_score`` unexecuted, its group is
+            not forced to execute, and it is no evidence for the fusion (``known_scores``).
+            For program text pass the deterministic pre-gate,
+            :class:`~wmrl_env.sandboxes.pregate.PreGate` (``PreGate(submission=
+            "predictions.csv")`` for tasks whose programs write a file): ``info`` then
+            records each known program's certain status (``known_status``).
         imagination_policy: multi-step tasks with ``anchor_priority="uncertainty"`` or a
             ``"closed"`` or ``"continued"`` shadow: the current policy as
             ``f(observations) -> actions`` (a batch each; e.g. its mean action, which leaves
