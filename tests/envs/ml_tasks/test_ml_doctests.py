@@ -30,6 +30,9 @@ MODULES = [
     "grammar",
     "headroom",
     "pool",
+    "turns",
+    "multiturn",
+    "reviser",
     "__init__",
 ]
 

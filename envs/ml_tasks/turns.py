@@ -1,0 +1,157 @@
+"""What one turn of a multi-turn ML episode reports: the real run's status, error, score, seconds.
+
+:class:`TurnReport` is the structured report of one execution; :func:`render_report` turns it
+into the observation text the agent reads next turn, so a report that a world model predicts
+(status, error class, score) renders in exactly the same format as a real one.
+:func:`error_class` names the exception of a failed run from its traceback or message.
+
+Example:
+    >>> report = TurnReport(turn=1, max_turns=3, status="crashed", error_class="ValueError",
+    ...                     traceback_tail="ValueError: Input X contains NaN.", score=None,
+    ...                     seconds=0.8)
+    >>> print(render_report(report))
+    Turn 1 of 3
+    status: crashed
+    error: ValueError
+    traceback (last lines):
+    ValueError: Input X contains NaN.
+    validation score: none
+    seconds: 0.80
+    >>> parse_report(render_report(report)) == report
+    True
+    >>> error_class("Traceback (most recent call last):\\n  ...\\nKeyError: 'y'", "")
+    'KeyError'
+    >>> error_class("", "exit status 1: SVR does not accept missing values encoded as NaN")
+    'ValueError'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from wmrl_env.executors.base import ExecResult
+
+__all__ = [
+    "TRACEBACK_LINES",
+    "TurnReport",
+    "error_class",
+    "parse_report",
+    "render_report",
+    "report_from_result",
+]
+
+TRACEBACK_LINES = 6
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b")
+# scikit-learn's and numpy's messages whose class the sandbox's one-line message drops
+_MESSAGE_CLASSES: tuple[tuple[str, str], ...] = (
+    ("does not accept missing values", "ValueError"),
+    ("contains NaN", "ValueError"),
+    ("contains infinity", "ValueError"),
+    ("window shape cannot be larger", "ValueError"),
+    ("out of memory", "MemoryError"),
+)
+# the class a failure without an exception reports
+_STATUS_CLASSES = {"timeout": "Timeout", "invalid_output": "InvalidOutput", "out_of_memory": "MemoryError"}
+
+
+@dataclass(frozen=True)
+class TurnReport:
+    """One execution as the agent sees it.
+
+    Attributes:
+        turn, max_turns: this turn's number (from 1) and the episode's limit.
+        status: the executor's status (``ok``, ``crashed``, ``timeout``, ``invalid_output``,
+            ``out_of_memory``, ``error``).
+        error_class: the exception's class name for a failed run (``None`` when it ran).
+        traceback_tail: the last lines of the traceback or the failure message.
+        score: the normalised validation score of a run that produced one, else ``None``.
+        seconds: the run's execution seconds.
+    """
+
+    turn: int
+    max_turns: int
+    status: str
+    error_class: str | None
+    traceback_tail: str
+    score: float | None
+    seconds: float
+
+
+def render_report(report: TurnReport) -> str:
+    """The observation text of a turn (the same format for real and predicted reports)."""
+    lines = [f"Turn {report.turn} of {report.max_turns}", f"status: {report.status}"]
+    if report.status != "ok":
+        lines.append(f"error: {report.error_class or 'unknown'}")
+        lines.append("traceback (last lines):")
+        lines.append(report.traceback_tail or "(none)")
+    score = "none" if report.score is None else f"{report.score:.4f}"
+    lines += [f"validation score: {score}", f"seconds: {report.seconds:.2f}"]
+    return "\n".join(lines)
+
+
+def parse_report(text: str) -> TurnReport | None:
+    """The report an observation renders (``None`` for any other text, e.g. a task description).
+
+    A policy that reads observations through this reads a real and a simulated turn alike.
+    """
+    lines = text.splitlines()
+    head = re.fullmatch(r"Turn (\d+) of (\d+)", lines[0]) if lines else None
+    if head is None or len(lines) < 4 or not lines[1].startswith("status: "):
+        return None
+    status = lines[1].removeprefix("status: ")
+    error, tail = None, ""
+    if status != "ok":
+        error = lines[2].removeprefix("error: ")
+        error = None if error == "unknown" else error
+        tail = "\n".join(lines[4:-2])
+        tail = "" if tail == "(none)" else tail
+    score_text = lines[-2].removeprefix("validation score: ")
+    return TurnReport(
+        turn=int(head.group(1)),
+        max_turns=int(head.group(2)),
+        status=status,
+        error_class=error,
+        traceback_tail=tail,
+        score=None if score_text == "none" else float(score_text),
+        seconds=float(lines[-1].removeprefix("seconds: ")),
+    )
+
+
+def error_class(stderr: str, message: str) -> str | None:
+    """The exception class a failed run raised: the traceback's last exception line, else
+    a class inferred from the sandbox's message, else ``None``."""
+    for line in reversed(stderr.strip().splitlines()):
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match:
+            return match.group("name")
+    text = message.split(":", 1)[1].strip() if message.startswith("exit status") else message
+    match = _EXCEPTION_LINE.match(text)
+    if match:
+        return match.group("name")
+    for needle, name in _MESSAGE_CLASSES:
+        if needle in message:
+            return name
+    return None
+
+
+def report_from_result(result: ExecResult, turn: int, max_turns: int) -> TurnReport:
+    """The report of a real execution result."""
+    status = result.status.value
+    failed = not result.ok or not math.isfinite(result.score)
+    tail_source = result.stderr.strip() or result.message
+    tail = "\n".join(tail_source.splitlines()[-TRACEBACK_LINES:]) if failed else ""
+    return TurnReport(
+        turn=turn,
+        max_turns=max_turns,
+        status=status,
+        error_class=(
+            (error_class(result.stderr, result.message) or _STATUS_CLASSES.get(status))
+            if failed
+            else None
+        ),
+        traceback_tail=tail,
+        score=None if failed else float(result.score),
+        seconds=float(result.exec_seconds),
+    )
