@@ -32,9 +32,9 @@ from gymnasium.envs import registration
 from . import registry
 from .env import MLTaskEnv
 from .multiturn import STOP, MLTaskMultiTurnEnv
-from .reviser import ScriptedReviser
 from .programs import ProgramSpec, all_programs, program_space, render_program
 from .registry import get_task, task_ids
+from .reviser import ScriptedReviser
 from .scoring import normalised_score
 from .tables import ExecutionTable, TableRow, load_table
 from .tasks import MLTask
@@ -42,13 +42,13 @@ from .tasks import MLTask
 __all__ = [
     "ALL_TASKS",
     "HELDOUT_TASKS",
+    "STOP",
     "TRAIN_TASKS",
     "WM_TASKS",
     "ExecutionTable",
     "MLTask",
     "MLTaskEnv",
     "MLTaskMultiTurnEnv",
-    "STOP",
     "ProgramSpec",
     "ScriptedReviser",
     "TableRow",

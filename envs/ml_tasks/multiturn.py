@@ -21,8 +21,8 @@ Example:
     >>> env = MLTaskMultiTurnEnv(tasks=["iris"], executor="replay", max_turns=2)
     >>> description, info = env.reset(seed=0)
     >>> observation, reward, terminated, _, info = env.step(ProgramSpec("log1p", "svm", "mid"))
-    >>> print(observation.splitlines()[1]), reward, terminated
-    status: ok
+    >>> print(observation.splitlines()[0]), reward, terminated
+    Task iris, turn 1 of 2
     (None, 0.0, False)
     >>> observation, reward, terminated, _, info = env.step(STOP)
     >>> terminated, info["turns"], round(reward, 3) == round(info["best_score"], 3)
@@ -132,7 +132,10 @@ class MLTaskMultiTurnEnv(gym.Env[str, Any]):
         best_before = self.best_score
         job = self._single.make_job(action)
         result = self._single.executor.run([job])[0]
-        report = report_from_result(result, len(self._reports) + 1, self.max_turns)
+        ran = [r.score for r in self._reports if r.score is not None]
+        report = report_from_result(
+            result, self._task_id, len(self._reports) + 1, self.max_turns, max(ran, default=None)
+        )
         self._reports.append(report)
         self._results.append(result)
         if len(self._reports) == self.max_turns:
@@ -213,4 +216,3 @@ class MLTaskMultiTurnEnv(gym.Env[str, Any]):
             "program_id": program_id,
             "best_score": self.best_score,
         }
-

@@ -92,12 +92,12 @@ class ScriptedReviser:
     @staticmethod
     def _fix(spec: ProgramSpec, report: TurnReport) -> ProgramSpec | None:
         text = f"{report.error_class} {report.traceback_tail}"
-        if "missing values" in text or "NaN" in text:
-            if spec.preprocessing in ("none", "log1p"):
-                return _with(spec, preprocessing="standardize")
-        if "infinity" in text or "too large" in text:
-            if spec.preprocessing in ("log1p", "poly2"):
-                return _with(spec, preprocessing="standardize")
+        missing = "missing values" in text or "NaN" in text
+        if missing and spec.preprocessing in ("none", "log1p"):
+            return _with(spec, preprocessing="standardize")
+        infinite = "infinity" in text or "too large" in text
+        if infinite and spec.preprocessing in ("log1p", "poly2"):
+            return _with(spec, preprocessing="standardize")
         if report.status == "timeout":
             if spec.capacity != "low":
                 return _with(spec, capacity=CAPACITIES[CAPACITIES.index(spec.capacity) - 1])

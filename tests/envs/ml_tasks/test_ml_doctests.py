@@ -33,6 +33,7 @@ MODULES = [
     "turns",
     "multiturn",
     "reviser",
+    "simulator",
     "__init__",
 ]
 

@@ -65,7 +65,7 @@ def test_each_turn_observes_the_previous_runs_report() -> None:
     assert "missing values" in report.traceback_tail and report.score is None
     assert info["status"] == "crashed" and info["score"] is None and not terminated
     assert (reward, truncated) == (0.0, False)
-    observation, *_ , info = env.step(ProgramSpec("standardize", "linear", "mid"))
+    observation, *_, info = env.step(ProgramSpec("standardize", "linear", "mid"))
     report = parse_report(observation)
     row = load_table().lookup(task, "standardize-linear-mid")
     assert report.status == "ok" and report.error_class is None
@@ -77,8 +77,11 @@ def test_each_turn_observes_the_previous_runs_report() -> None:
 def test_reward_modes(mode) -> None:
     table = load_table()
     task = "wine"
-    specs = [ProgramSpec("standardize", "forest", "mid"), ProgramSpec("none", "tree", "low"),
-             ProgramSpec("standardize", "linear", "low")]
+    specs = [
+        ProgramSpec("standardize", "forest", "mid"),
+        ProgramSpec("none", "tree", "low"),
+        ProgramSpec("standardize", "linear", "low"),
+    ]
     scores = [table.lookup(task, s.id).score for s in specs]
     env = MLTaskMultiTurnEnv(tasks=[task], executor="replay", max_turns=3, reward=mode)
     env.reset(seed=0)
@@ -131,8 +134,9 @@ class _PrivateScoreExecutor:
 
 def test_private_score_appears_only_in_the_final_info() -> None:
     for mode in ("final", "best", "improvement"):
-        env = MLTaskMultiTurnEnv(tasks=["wine"], executor=_PrivateScoreExecutor(),
-                                 max_turns=2, reward=mode)
+        env = MLTaskMultiTurnEnv(
+            tasks=["wine"], executor=_PrivateScoreExecutor(), max_turns=2, reward=mode
+        )
         observation, info = env.reset(seed=0)
         assert "private_score" not in info and "0.123" not in observation
         steps = _run(env, [ProgramSpec("standardize", "forest", "mid")] * 2)
@@ -154,9 +158,9 @@ def test_bad_arguments_get_clear_errors() -> None:
 
 def test_report_round_trips_through_its_text() -> None:
     reports = [
-        TurnReport(2, 4, "crashed", "KeyError", "line 1\nKeyError: 'y'", None, 1.25),
-        TurnReport(1, 1, "ok", None, "", 0.8125, 3.5),
-        TurnReport(3, 5, "timeout", "Timeout", "wall-clock limit exceeded", None, 20.0),
+        TurnReport("wine", 2, 4, "crashed", "KeyError", "line 1\nKeyError: 'y'", None, 1.25, 0.5),
+        TurnReport("iris", 1, 1, "ok", None, "", 0.8125, 3.5, 0.8125),
+        TurnReport("a_b", 3, 5, "timeout", "Timeout", "time limit exceeded", None, 20.0, None),
     ]
     for report in reports:
         assert parse_report(render_report(report)) == report
@@ -202,7 +206,8 @@ def test_reviser_improves_on_its_first_turn_on_heldout_tasks() -> None:
     low = float(np.quantile(boot, 0.025))
     # the final submission is the best so far (as read to 4 decimals): never below turn 1
     assert (gains >= -1e-4).all()
-    print(f"reviser gain over turn 1: {per_task.mean():.3f} [{low:.3f}, {np.quantile(boot, 0.975):.3f}]")
+    high = float(np.quantile(boot, 0.975))
+    print(f"reviser gain over turn 1: {per_task.mean():.3f} [{low:.3f}, {high:.3f}]")
     assert low > 0, f"gain {per_task.mean():.3f}, 95 % lower bound {low:.3f}"
 
 
