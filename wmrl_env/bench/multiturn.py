@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,7 +40,15 @@ from wmrl_env.envs.ml_tasks.turns import parse_report
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.wrappers.vector import WorldModelVectorEnv
 
-__all__ = ["ARMS", "TransferConfig", "evaluate", "run_transfer", "train_arm"]
+__all__ = [
+    "ARMS",
+    "TransferConfig",
+    "evaluate",
+    "markdown",
+    "run_transfer",
+    "summary_rows",
+    "train_arm",
+]
 
 ARMS: tuple[str, ...] = ("real", "anchors", "wmrl", "wm")
 
@@ -187,18 +196,59 @@ def evaluate(
     return out
 
 
-def run_transfer(config: TransferConfig, world_model: Any) -> dict[str, Any]:
-    """Every arm x seed; the results as one JSON-able dict."""
+def run_transfer(
+    config: TransferConfig,
+    world_model: Any,
+    finished: Sequence[dict[str, Any]] = (),
+    on_run: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Every arm x seed; the results as one JSON-able dict. ``finished`` runs (from an earlier
+    call's ``on_run``) are kept, not run again: a stopped check resumes."""
     heldout = list(task_ids("heldout"))
     if config.heldout_tasks:
         heldout = heldout[: config.heldout_tasks]
     untrained = evaluate(RevisionPolicy(), heldout, config, world_model, seed=0)
-    runs = [
-        train_arm(arm, seed, config, world_model, heldout)
-        for seed in range(config.seeds)
-        for arm in config.arms
-    ]
+    runs = list(finished)
+    done = {(run["arm"], run["seed"]) for run in runs}
+    for seed in range(config.seeds):
+        for arm in config.arms:
+            if (arm, seed) in done:
+                continue
+            runs.append(train_arm(arm, seed, config, world_model, heldout))
+            if on_run is not None:
+                on_run(runs[-1])
     return {"config": asdict(config), "untrained": untrained, "runs": runs}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The transfer table: each arm's real and simulated held-out scores at its last round."""
+    config, untrained = results["config"], results["untrained"]
+    lines = [
+        f"Held-out tasks, best score of a sampled {config['max_turns']}-turn episode "
+        f"(mean [95 % interval] over {config['seeds']} seeds; real = replayed executions):",
+        "",
+        "| arm | real executions | real score | simulated score | sim - real | "
+        "gain over anchors (paired) |",
+        "|---|---|---|---|---|---|",
+        f"| untrained policy | 0 | {untrained['real_best']:.3f} | {untrained['sim_best']:.3f} "
+        f"| {untrained['sim_minus_real']:+.3f} | |",
+    ]
+    for row in summary_rows(results):
+        gain = row.get("gain_over_anchors")
+        lines.append(
+            f"| {row['arm']} | {row['real_executions'][0]:.0f} | {_fmt(row['real_best'])} "
+            f"| {_fmt(row['sim_best'])} | {_fmt(row['sim_minus_real'], signed=True)} "
+            f"| {'' if gain is None else _fmt(gain, signed=True)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: tuple[float, float, float], signed: bool = False) -> str:
+    mean, low, high = value
+    spec = "+.3f" if signed else ".3f"
+    if math.isnan(low):
+        return format(mean, spec)
+    return f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
 def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
