@@ -26,13 +26,13 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--out", type=Path, default=Path("runs/multiturn_transfer"))
     defaults = TransferConfig()
     for f in fields(TransferConfig):
-        if f.name in ("arms", "extra"):
+        if f.name == "arms":
             continue
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)),
                             default=getattr(defaults, f.name))  # fmt: skip
     parser.add_argument("--arms", default=",".join(defaults.arms))
     args = parser.parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in fields(TransferConfig) if f.name != "extra"}
+    values = {f.name: getattr(args, f.name) for f in fields(TransferConfig) if f.name != "arms"}
     config = TransferConfig(**(values | {"arms": tuple(args.arms.split(","))}))
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "runs.jsonl"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,6 @@ class TransferConfig:
     eval_every: int = 8
     eval_episodes: int = 2
     heldout_tasks: int = 0  # 0: every held-out task
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unknown = set(self.arms) - set(ARMS)
