@@ -45,11 +45,12 @@ from typing import Any, Literal
 import numpy as np
 
 from wmrl_env.world_models.base import StepPrediction
+from wmrl_env.world_models.outcomes import STATUSES, error_class
 
 from .multiturn import REWARD_MODES, STOP, RewardMode
 from .programs import ProgramSpec, render_program
 from .registry import get_task
-from .turns import TurnReport, error_class, parse_report, render_report
+from .turns import TurnReport, parse_report, render_report
 
 __all__ = ["TurnSimulator", "error_messages"]
 
@@ -178,8 +179,6 @@ class TurnSimulator:
         return reports
 
     def _statuses(self, probs: np.ndarray) -> list[str]:
-        from wmrl_env.world_models.outcomes import STATUSES
-
         if self.status_mode == "most_likely":
             return [STATUSES[j] for j in probs.argmax(axis=1)]
         cumulative = probs.cumsum(axis=1)
@@ -227,6 +226,6 @@ def error_messages() -> dict[str | None, str]:
     for row in load_table().rows:
         if row.status in ("crashed", "out_of_memory"):
             message = row.message.removeprefix("exit status 1: ")
-            counts[error_class("", row.message)][message] += 1
+            counts[error_class(row.message)][message] += 1
             counts[None][message] += 1
     return {cls: counter.most_common(1)[0][0] for cls, counter in counts.items()}

@@ -3,7 +3,9 @@
 :class:`TurnReport` is the structured report of one execution; :func:`render_report` turns it
 into the observation text the agent reads next turn, so a report that a world model predicts
 (status, error class, score) renders in exactly the same format as a real one.
-:func:`error_class` names the exception of a failed run from its traceback or message.
+:func:`report_from_result` names a crash's exception with the package's one reading of
+tracebacks (:func:`wmrl_env.world_models.outcomes.error_class`, the one the world models learn
+from), so a real and a predicted report name classes alike.
 
 Example:
     >>> report = TurnReport(task_id="wine", turn=1, max_turns=3, status="crashed",
@@ -34,28 +36,17 @@ import re
 from dataclasses import dataclass
 
 from wmrl_env.executors.base import ExecResult
+from wmrl_env.world_models.outcomes import error_class
 
 __all__ = [
     "TRACEBACK_LINES",
     "TurnReport",
-    "error_class",
     "parse_report",
     "render_report",
     "report_from_result",
 ]
 
 TRACEBACK_LINES = 6
-_EXCEPTION_LINE = re.compile(
-    r"^(?:[\w.]+\.)?(?P<name>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b"
-)
-# scikit-learn's and numpy's messages whose class the sandbox's one-line message drops
-_MESSAGE_CLASSES: tuple[tuple[str, str], ...] = (
-    ("does not accept missing values", "ValueError"),
-    ("contains NaN", "ValueError"),
-    ("contains infinity", "ValueError"),
-    ("window shape cannot be larger", "ValueError"),
-    ("out of memory", "MemoryError"),
-)
 # the class a failure without an exception reports
 _STATUS_CLASSES = {
     "timeout": "Timeout",
@@ -144,23 +135,6 @@ def parse_report(text: str) -> TurnReport | None:
     )
 
 
-def error_class(stderr: str, message: str) -> str | None:
-    """The exception class a failed run raised: the traceback's last exception line, else
-    a class inferred from the sandbox's message, else ``None``."""
-    for line in reversed(stderr.strip().splitlines()):
-        match = _EXCEPTION_LINE.match(line.strip())
-        if match:
-            return match.group("name")
-    text = message.split(":", 1)[1].strip() if message.startswith("exit status") else message
-    match = _EXCEPTION_LINE.match(text)
-    if match:
-        return match.group("name")
-    for needle, name in _MESSAGE_CLASSES:
-        if needle in message:
-            return name
-    return None
-
-
 def report_from_result(
     result: ExecResult, task_id: str, turn: int, max_turns: int, best_before: float | None
 ) -> TurnReport:
@@ -177,7 +151,7 @@ def report_from_result(
         max_turns=max_turns,
         status=status,
         error_class=(
-            (error_class(result.stderr, result.message) or _STATUS_CLASSES.get(status))
+            _STATUS_CLASSES.get(status) or error_class(result.message, result.stderr)
             if failed
             else None
         ),
