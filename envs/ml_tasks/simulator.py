@@ -27,8 +27,8 @@ Example:
     >>> simulator = TurnSimulator(AlwaysOk(), max_turns=2, reward="best", seed=0)
     >>> start = np.array([get_task("iris").description], dtype=object)
     >>> step = simulator.predict_step(start, np.array([ProgramSpec("none", "knn", "mid")]))
-    >>> print(step.next_observations[0].splitlines()[0:2]), step.rewards, step.terminations
-    ['Task iris, turn 1 of 2', 'status: ok'] [0.] [False]
+    >>> step.next_observations[0].splitlines()[0:2], step.rewards, step.terminations
+    (['Task iris, turn 1 of 2', 'status: ok'], array([0.]), array([False]))
     >>> step = simulator.predict_step(step.next_observations, np.array(["STOP"], dtype=object))
     >>> step.rewards.round(2), step.terminations
     (array([0.7]), array([ True]))

@@ -23,10 +23,6 @@ Example:
     best validation score so far: none
     >>> parse_report(render_report(report)) == report
     True
-    >>> error_class("Traceback (most recent call last):\\n  ...\\nKeyError: 'y'", "")
-    'KeyError'
-    >>> error_class("", "exit status 1: SVR does not accept missing values encoded as NaN")
-    'ValueError'
 """
 
 from __future__ import annotations
