@@ -7,7 +7,10 @@ in a sandbox and the host scores it against labels the program never sees.
 Importing this package registers two gymnasium environments:
 
 * ``wmrl/MLTask-v0``: live execution (local process sandbox), text actions by default;
-* ``wmrl/MLTaskReplay-v0``: structured actions answered from the committed execution table.
+* ``wmrl/MLTaskReplay-v0``: structured actions answered from the committed execution table;
+* ``wmrl/MLTaskMultiTurn-v0`` and ``wmrl/MLTaskMultiTurnReplay-v0``: the same task over up to
+  ``max_turns`` programs, each turn observing the previous run's report
+  (:class:`~wmrl_env.envs.ml_tasks.multiturn.MLTaskMultiTurnEnv`).
 
 The tasks form three disjoint splits, ``task_ids("wm")`` (world-model pretraining),
 ``task_ids("train")`` (policy post-training) and ``task_ids("heldout")`` (evaluation); the
@@ -28,8 +31,10 @@ from gymnasium.envs import registration
 
 from . import registry
 from .env import MLTaskEnv
+from .multiturn import STOP, MLTaskMultiTurnEnv
 from .programs import ProgramSpec, all_programs, program_space, render_program
 from .registry import get_task, task_ids
+from .reviser import ScriptedReviser
 from .scoring import normalised_score
 from .tables import ExecutionTable, TableRow, load_table
 from .tasks import MLTask
@@ -37,12 +42,15 @@ from .tasks import MLTask
 __all__ = [
     "ALL_TASKS",
     "HELDOUT_TASKS",
+    "STOP",
     "TRAIN_TASKS",
     "WM_TASKS",
     "ExecutionTable",
     "MLTask",
     "MLTaskEnv",
+    "MLTaskMultiTurnEnv",
     "ProgramSpec",
+    "ScriptedReviser",
     "TableRow",
     "all_programs",
     "get_task",
@@ -68,4 +76,16 @@ if "wmrl/MLTaskReplay-v0" not in registration.registry:
         id="wmrl/MLTaskReplay-v0",
         entry_point=_ENTRY_POINT,
         kwargs={"executor": "replay", "action_mode": "structured"},
+    )
+
+_MULTITURN_ENTRY_POINT = "wmrl_env.envs.ml_tasks.multiturn:MLTaskMultiTurnEnv"
+if "wmrl/MLTaskMultiTurn-v0" not in registration.registry:
+    registration.register(
+        id="wmrl/MLTaskMultiTurn-v0", entry_point=_MULTITURN_ENTRY_POINT, nondeterministic=True
+    )
+if "wmrl/MLTaskMultiTurnReplay-v0" not in registration.registry:
+    registration.register(
+        id="wmrl/MLTaskMultiTurnReplay-v0",
+        entry_point=_MULTITURN_ENTRY_POINT,
+        kwargs={"executor": "replay"},
     )

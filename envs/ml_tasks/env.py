@@ -161,6 +161,11 @@ class MLTaskEnv(gym.Env[str, Any]):
             raise RuntimeError("call reset() first or pass task_id")
         return self._job(action, self._task if task_id is None else get_task(task_id))[0]
 
+    @property
+    def executor(self) -> Executor[Job]:
+        """The executor that runs this env's programs (created on first use)."""
+        return self._get_executor()
+
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None

@@ -63,3 +63,14 @@ def test_docs_example_runs(capsys) -> None:
     code = page.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "docs/wrappers.md", "exec"), {})
     assert capsys.readouterr().out.startswith("8 ")
+
+
+def test_multiturn_revise(examples_on_path, capsys) -> None:
+    """Two rounds of simulated multi-turn episodes with one anchor group, scored for real."""
+    example = importlib.import_module("multiturn_revise")
+    run = example.main(
+        ["--rounds", "2", "--num-groups", "4", "--group-size", "2", "--max-turns", "2",
+         "--anchor-fraction", "0.25", "--heldout-tasks", "2"]
+    )  # fmt: skip
+    assert run["arm"] == "wmrl" and run["checkpoints"][-1]["real_executions"] >= 2 * 2
+    assert "held-out score: real / simulated" in capsys.readouterr().out

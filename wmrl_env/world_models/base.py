@@ -220,6 +220,16 @@ def as_step_prediction(
     if std is not None:
         std = np.asarray(std, dtype=np.float64)
         _check_length("std", std, n)
-    finite_obs = np.isfinite(next_obs.reshape(n, -1)).all(axis=1) if next_obs.size else True
+    finite_obs = _usable_observations(next_obs, n)
     valid = np.isfinite(rewards) & finite_obs
     return StepPrediction(next_obs, rewards, terms, std=std, valid=valid)
+
+
+def _usable_observations(next_obs: np.ndarray, n: int) -> np.ndarray | bool:
+    """Per item: numeric observations all finite; text or object observations not ``None``."""
+    if not next_obs.size:
+        return True
+    rows = next_obs.reshape(n, -1)
+    if next_obs.dtype.kind in "biufc":
+        return np.isfinite(rows).all(axis=1)
+    return np.array([all(value is not None for value in row) for row in rows], dtype=bool)

@@ -54,7 +54,7 @@ class DynamicsRound(Round):
         super().__init__(setup)
         self.shadow = shadow
         n = setup.layout.num_envs
-        start = np.stack([np.asarray(o) for o in setup.layout.expand(setup.starts.observations)])
+        start = _stack(setup.layout.expand(setup.starts.observations), observation_dtype)
         self.max_episode_steps = max_episode_steps
         self.observations = start.astype(observation_dtype, copy=True)
         self.model_observations = start.astype(observation_dtype, copy=True)
@@ -77,7 +77,7 @@ class DynamicsRound(Round):
         setup = self.setup
         n = setup.layout.num_envs
         active = ~(self.terminated | self.truncated)
-        batch = np.stack([np.asarray(a) for a in actions])
+        batch = _stack(actions, None)
         for i in np.flatnonzero(active):
             self.actions[i].append(actions[i])
         if self.shadow is not None:
@@ -230,3 +230,15 @@ class DynamicsRound(Round):
             results = self.setup.executor.run(jobs)
             self.real.add_all(indices, results)
         return self.fuse(self.wm_return, self.wm_valid, info), results
+
+
+def _stack(items: list[Any], dtype: Any) -> np.ndarray:
+    """Numeric items stacked into one array; anything else (texts, program objects) as an
+    object array with one item per row."""
+    first = np.asarray(items[0]) if items else np.zeros(0)
+    if dtype is object or first.dtype.kind not in "biufc":
+        array = np.empty(len(items), dtype=object)
+        for i, item in enumerate(items):
+            array[i] = item
+        return array
+    return np.stack([np.asarray(item) for item in items])

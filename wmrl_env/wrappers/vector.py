@@ -276,10 +276,16 @@ class WorldModelVectorEnv(VectorEnv):
         self.metadata = {**description.metadata, "autoreset_mode": AutoresetMode.DISABLED}
         self.max_episode_steps = max_episode_steps or description.max_episode_steps
         if self.kind == "dynamics":
-            if not isinstance(self.single_observation_space, gym.spaces.Box):
+            if not isinstance(self.single_observation_space, (gym.spaces.Box, gym.spaces.Text)):
                 raise TypeError(
-                    "multi-step tasks need a Box observation space (the world model steps "
-                    f"arrays), got {self.single_observation_space}"
+                    "multi-step tasks need a Box or Text observation space (the world model "
+                    f"steps arrays or texts), got {self.single_observation_space}"
+                )
+            text = isinstance(self.single_observation_space, gym.spaces.Text)
+            if text and self.shadow != "open":
+                raise ValueError(
+                    f"the {self.shadow!r} shadow imagines from recorded array states; text "
+                    "observations take the 'open' shadow"
                 )
             if self.max_episode_steps is None:
                 raise ValueError(
@@ -337,7 +343,8 @@ class WorldModelVectorEnv(VectorEnv):
         if self.kind == "outcome":
             self._round = OutcomeRound(setup, self.update_world_model)
         else:
-            dtype = self.single_observation_space.dtype
+            text = isinstance(self.single_observation_space, gym.spaces.Text)
+            dtype = object if text else self.single_observation_space.dtype
             self._round = DynamicsRound(setup, self.max_episode_steps, dtype, self._shadow())
         info: dict[str, Any] = {}
         is_anchor = np.zeros(self.num_envs, dtype=bool) if anchors is None else anchors.copy()

@@ -30,6 +30,10 @@ MODULES = [
     "grammar",
     "headroom",
     "pool",
+    "turns",
+    "multiturn",
+    "reviser",
+    "simulator",
     "__init__",
 ]
 
