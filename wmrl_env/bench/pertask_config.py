@@ -1,10 +1,12 @@
 """The configuration of ``wmrl bench --regime pertask``: one dataclass, reused by the CLI.
 
 In the per-task regime every held-out task improves from its own executions: each task has
-its own tabular softmax policy over the 72 programs, every round samples one group of
-``group_size`` programs per task, and the fused arms execute ``anchor_fraction`` of those
-groups for real (the ``anchors`` arm executes as many, and only those). Rewards replay the
-committed execution table (each execution charged its recorded seconds).
+its own softmax policy over the suite's programs (tabular or factorized over the programs'
+components), every round samples one group of ``group_size`` programs per task, and the
+fused arms execute ``anchor_fraction`` of those groups for real (the ``anchors`` arm executes
+as many, and only those). Rewards replay the suite's committed table (each execution
+charged its recorded seconds): the first suite's execution table, or the pool table of the
+second suite (rewards on validation scores, readings on the private test).
 
 Example:
     >>> quick = PerTaskConfig.quick()
@@ -12,6 +14,8 @@ Example:
     ('balanced', 'sgd', (8, 16, 32))
     >>> PerTaskConfig(world_model="mix:0.5").mix_weight
     0.5
+    >>> PerTaskConfig.quick(suite="pool").arms
+    ('real', 'anchors')
 """
 
 from __future__ import annotations
