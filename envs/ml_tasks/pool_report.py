@@ -33,7 +33,7 @@ from .headroom import headroom_task
 from .pool import read_pool, within_task_spearman
 from .scoring import normalised_score
 
-__all__ = ["markdown", "summarise"]
+__all__ = ["markdown", "normalised_scores", "summarise"]
 
 RANDOM_BUDGET = 16
 
@@ -42,21 +42,7 @@ def summarise(
     rows: Sequence[Mapping[str, Any]], *, draws: int = 4000, seed: int = 0
 ) -> dict[str, dict[str, float]]:
     """The per-task figures of the module docstring, for the programs every task holds."""
-    by_task: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for row in rows:
-        by_task.setdefault(row["task_id"], {})[row["program_id"]] = row
-    programs = sorted(set.intersection(*(set(p) for p in by_task.values()))) if by_task else []
-    valid, private = {}, {}
-    for task_id, table in by_task.items():
-        task = headroom_task(task_id)
-        raw_private = [_raw(table[p], "private_raw") for p in programs]
-        raw_valid = [_raw(table[p], "valid_raw") for p in programs]
-        best_private = _best(raw_private, task.metric)
-        best_valid = _best(raw_valid, task.metric)
-        private[task_id] = np.array(
-            [_norm(r, task.private_baseline, best_private) for r in raw_private]
-        )
-        valid[task_id] = np.array([_norm(r, task.baseline, best_valid) for r in raw_valid])
+    by_task, programs, valid, private = normalised_scores(rows)
     named = {p.id for p in v1_subset()}
     rng = np.random.default_rng(seed)
     spearman = within_task_spearman([r for r in rows if r["program_id"] in set(programs)])
@@ -79,6 +65,32 @@ def summarise(
             "constant_program": programs[constant],
         }
     return summary
+
+
+def normalised_scores(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[
+    dict[str, dict[str, Mapping[str, Any]]], list[str], dict[str, np.ndarray], dict[str, np.ndarray]
+]:
+    """``(rows by task and program, the programs every task holds (sorted), validation
+    scores, private scores)``: per task, each program's score normalised on its own rows
+    (trivial baseline 0, the pool's best on those rows 1; a failed execution 0)."""
+    by_task: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for row in rows:
+        by_task.setdefault(row["task_id"], {})[row["program_id"]] = row
+    programs = sorted(set.intersection(*(set(p) for p in by_task.values()))) if by_task else []
+    valid, private = {}, {}
+    for task_id, table in by_task.items():
+        task = headroom_task(task_id)
+        raw_private = [_raw(table[p], "private_raw") for p in programs]
+        raw_valid = [_raw(table[p], "valid_raw") for p in programs]
+        best_private = _best(raw_private, task.metric)
+        best_valid = _best(raw_valid, task.metric)
+        private[task_id] = np.array(
+            [_norm(r, task.private_baseline, best_private) for r in raw_private]
+        )
+        valid[task_id] = np.array([_norm(r, task.baseline, best_valid) for r in raw_valid])
+    return by_task, programs, valid, private
 
 
 def _raw(row: Mapping[str, Any], column: str) -> float:

@@ -20,8 +20,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,16 @@ class TaskBank:
     texts: tuple[tuple[str, ...], ...]
     scores: np.ndarray
     seconds: np.ndarray
+    choices: tuple[Mapping[str, Any], ...] = ()
+    """per program, its components ``{slot: value}`` (what a factorized policy sums over)"""
+    private: np.ndarray | None = None
+    """``private[t, p]``: what program ``p`` scores deployed on task ``t``'s private test,
+    where that differs from the reward ``scores`` (None: the reward is the deploy score)"""
+
+    @property
+    def deploy(self) -> np.ndarray:
+        """The score a deployed program is read on: ``private`` if any, else ``scores``."""
+        return self.scores if self.private is None else self.private
 
     @classmethod
     def of(cls, task_ids: Sequence[str]) -> TaskBank:
@@ -65,6 +76,10 @@ class TaskBank:
             ),
             scores=np.array([[_reward(r) for r in row] for row in rows]),
             seconds=np.array([[r.exec_seconds for r in row] for row in rows]),
+            choices=tuple(
+                {"preprocessing": p.preprocessing, "model": p.model, "capacity": p.capacity}
+                for p in programs
+            ),
         )
 
     @property

@@ -1,7 +1,10 @@
 """One run of the per-task regime: an arm, a seed, a learning rate, every held-out task.
 
-Each task has its own tabular softmax policy (:class:`~wmrl_env.bench.tabular.TabularPolicy`,
-uniform at the start). A round samples one group of ``group_size`` programs per task:
+Each task has its own softmax policy over the programs, uniform at the start: tabular
+(:class:`~wmrl_env.bench.tabular.TabularPolicy`, one logit per program) or factorized
+(:class:`~wmrl_env.bench.factorized.FactorizedPolicy`, a logit summed over the program's
+components, so an execution teaches the policy about related programs). A round samples
+one group of ``group_size`` programs per task:
 
 * ``real`` executes every group; ``anchors`` executes only the groups of the ``m`` tasks the
   anchor draw picks (``m = round(anchor_fraction * T)``) and updates only those tasks;
@@ -12,9 +15,11 @@ uniform at the start). A round samples one group of ``group_size`` programs per 
   (:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
 
 Real scores replay the committed execution table, each execution charged its recorded
-seconds. After every round the run records each task's greedy program score (ties broken at
-random) and the best program executed so far on it (what one would deploy; a task never
-executed deploys its greedy pick), and the world model's within-task Spearman on the round's
+seconds. After every round the run records, on the bank's deploy score
+(:attr:`~wmrl_env.bench.bank.TaskBank.deploy`: the private test where the suite has one,
+else the reward itself), each task's greedy program (ties broken at random) and the best
+program by reward executed so far on it (what one would deploy; a task never executed
+deploys its greedy pick), and the world model's within-task Spearman on the round's
 groups against the table (measured, never used to train).
 
 **Anchor draws.** ``random``: a simple random sample of ``m`` groups, ``pi = m / T``.
@@ -54,9 +59,9 @@ from scipy import stats
 
 from wmrl_env.bench.bank import TaskBank, TaskPredictions, greedy_scores, predicts_per_task
 from wmrl_env.bench.config import ANCHORS_ARM
+from wmrl_env.bench.factorized import make_policy
 from wmrl_env.bench.pertask_config import PerTaskConfig
 from wmrl_env.bench.records import RunRecord, StepRecord
-from wmrl_env.bench.tabular import TabularPolicy
 from wmrl_env.fusion import RewardFusion, screen_members, ucb_priorities
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
 
@@ -121,7 +126,15 @@ def run_arm(
     if world_model is not None:
         per_task = predicts_per_task(world_model, num_tasks) if cache else False
         predictions = TaskPredictions(bank, world_model, per_task)
-    policy = TabularPolicy(num_tasks, bank.num_programs, learning_rate, config.optimizer, seed=seed)
+    policy = make_policy(
+        config.policy,
+        num_tasks,
+        bank.num_programs,
+        bank.choices,
+        learning_rate,
+        config.optimizer,
+        seed=seed,
+    )
     rng = np.random.default_rng([seed, 7])
     num_anchors = num_anchor_groups(num_tasks, config.anchor_fraction, minimum=1)
     method = "real" if arm in EXECUTING_ARMS else arm
@@ -131,15 +144,16 @@ def run_arm(
     plain_draw = {"ucb": "random", "balanced-ucb": "balanced"}.get(config.anchor_draw)
     fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
     executions = np.zeros(num_tasks, dtype=np.int64)
-    best = np.full(num_tasks, -np.inf)
+    best = np.full(num_tasks, -np.inf)  # best reward executed, and its deploy score
+    best_deploy = np.full(num_tasks, -np.inf)
     totals = {"seconds": 0.0, "wm_seconds": 0.0}
     greedy_rows, best_rows, cost_rows = [], [], []
     record = RunRecord(arm=label or arm, seed=seed)
     start = time.perf_counter()
 
     def evaluate(step: int, fields: dict[str, Any]) -> None:
-        greedy = greedy_scores(policy.logits, bank.scores)
-        deployed = np.where(executions > 0, best, greedy)
+        greedy = greedy_scores(policy.logits, bank.deploy)
+        deployed = np.where(executions > 0, best_deploy, greedy)
         greedy_rows.append(greedy)
         best_rows.append(deployed)
         cost_rows.append((executions.mean(), totals["seconds"]))
@@ -229,7 +243,9 @@ def run_arm(
         fields["n_anchor_groups"] = int(np.unique(group_ids[executed]).size)
         done = group_ids[executed]
         np.add.at(executions, done, 1)
-        np.maximum.at(best, done, truth[executed])
+        for task, program, reward in zip(done, programs[executed], truth[executed], strict=True):
+            if reward > best[task]:  # the first of equal rewards stays
+                best[task], best_deploy[task] = reward, bank.deploy[task, program]
         totals["seconds"] += float(bank.seconds[group_ids[executed], programs[executed]].sum())
         policy.update(group_ids, programs, out.advantages)
         evaluate(step, fields)

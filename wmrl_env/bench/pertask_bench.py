@@ -103,9 +103,19 @@ def run_pertask_bench(
     folder = Path(config.out or f"runs/bench-pertask-{time.strftime('%Y%m%d-%H%M%S')}")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-    say("reading the held-out tasks and their table scores")
-    bank = TaskBank.of(sample_tasks(split_tasks("heldout"), config.heldout_tasks))
-    make = world_model_factory(config.world_model, bank)
+    if config.suite == "pool":
+        from wmrl_env.bench.pool_suite import pool_bank
+
+        say("reading the pool table: validation (reward) and private (deploy) scores")
+        bank = pool_bank()
+        bank = pool_bank(task_ids=sample_tasks(bank.task_ids, config.heldout_tasks))
+
+        def make(seed: int) -> None:  # the pool suite's arms need no world model
+            return None
+    else:
+        say("reading the held-out tasks and their table scores")
+        bank = TaskBank.of(sample_tasks(split_tasks("heldout"), config.heldout_tasks))
+        make = world_model_factory(config.world_model, bank)
     log = _RunLog(folder / "runs.jsonl")
 
     def run(phase: str, arm: str, seed: int, rate: float, spec: str, label: str) -> RunRecord:
@@ -152,25 +162,34 @@ def run_pertask_bench(
             quality_runs.setdefault(weight, []).extend(
                 run("quality", arm, s, rate, spec, f"{arm}@{spec}") for s in range(config.seeds)
             )
-    say("reference lines: search with and without the world model")
-    from wmrl_env.bench.search import reference_lines
+    if config.suite == "pool":
+        from wmrl_env.bench.pool_suite import pool_lines
 
-    train = ScoreTable.of(split_tasks("train")).scores
-    # the default and dialled world models are deterministic: one search run says it all
-    search_seeds = min(3, config.seeds) if config.world_model == "random" else 1
-    raw_lines = reference_lines(bank, make, config.budgets, train, seeds=search_seeds)
+        say("reference lines on private scores: the pool's best, validation and random search")
+        raw_lines = pool_lines(bank, config.budgets)
+    else:
+        say("reference lines: search with and without the world model")
+        from wmrl_env.bench.search import reference_lines
+
+        train = ScoreTable.of(split_tasks("train")).scores
+        # the default and dialled world models are deterministic: one search run says it all
+        search_seeds = min(3, config.seeds) if config.world_model == "random" else 1
+        raw_lines = reference_lines(bank, make, config.budgets, train, seeds=search_seeds)
     lines = {name: bootstrap_mean(values[None, :], config.bootstrap) for name, values in
              raw_lines.items()}  # fmt: skip
     summary = summarise_pertask(
         runs, config.budgets, bank.num_tasks, config.tolerance, config.bootstrap
     )
     quality = quality_curve(summary, quality_runs, runs, config, bank.num_tasks)
-    text = markdown(summary, lines, config.budgets, rates)
-    text += "\n\n" + quality_markdown(quality, config.budgets[-1])
+    text = markdown(summary, lines, config.budgets, rates, _scale(config))
+    if config.suite != "pool":  # no world model, no quality curve
+        text += "\n\n" + quality_markdown(quality, config.budgets[-1])
     text += "\n\n" + sweep_markdown(sweep, rates)
     seconds = time.perf_counter() - start
     results = {
         "regime": "pertask",
+        "suite": config.suite,
+        "policy": config.policy,
         "tasks": list(bank.task_ids),
         "rates": rates,
         "sweep": {arm: {f"{r:g}": v for r, v in s.items()} for arm, s in sweep.items()},
@@ -188,6 +207,16 @@ def run_pertask_bench(
     if quality:
         plots.quality_curve(quality, folder / "quality_curve.png")
     return PerTaskResult(folder, summary, lines, rates, quality, seconds, text)
+
+
+def _scale(config: PerTaskConfig) -> str:
+    if config.suite == "pool":
+        return (
+            "pool suite: every score on the private test, trivial baseline 0, the pool's best "
+            "program 1; rewards read validation scores; policies choose among the pool's "
+            "programs; the best executed program is the best by validation"
+        )
+    return "held-out tasks"
 
 
 def quality_curve(

@@ -1,10 +1,12 @@
 """The configuration of ``wmrl bench --regime pertask``: one dataclass, reused by the CLI.
 
 In the per-task regime every held-out task improves from its own executions: each task has
-its own tabular softmax policy over the 72 programs, every round samples one group of
-``group_size`` programs per task, and the fused arms execute ``anchor_fraction`` of those
-groups for real (the ``anchors`` arm executes as many, and only those). Rewards replay the
-committed execution table (each execution charged its recorded seconds).
+its own softmax policy over the suite's programs (tabular or factorized over the programs'
+components), every round samples one group of ``group_size`` programs per task, and the
+fused arms execute ``anchor_fraction`` of those groups for real (the ``anchors`` arm executes
+as many, and only those). Rewards replay the suite's committed table (each execution
+charged its recorded seconds): the first suite's execution table, or the pool table of the
+second suite (rewards on validation scores, readings on the private test).
 
 Example:
     >>> quick = PerTaskConfig.quick()
@@ -12,6 +14,8 @@ Example:
     ('balanced', 'sgd', (8, 16, 32))
     >>> PerTaskConfig(world_model="mix:0.5").mix_weight
     0.5
+    >>> PerTaskConfig.quick(suite="pool").arms
+    ('real', 'anchors')
 """
 
 from __future__ import annotations
@@ -20,10 +24,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from wmrl_env.bench.config import ARMS
+from wmrl_env.bench.factorized import POLICIES
 from wmrl_env.bench.tabular import OPTIMIZERS
 
 ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random", "ucb", "balanced-ucb")
 SCREENINGS: tuple[str, ...] = ("pps", "top")
+SUITES: tuple[str, ...] = ("v1", "pool")
+WORLD_MODEL_FREE_ARMS: tuple[str, ...] = ("real", "anchors")
+"""the arms that run without a world model (the only ones the ``pool`` suite runs)"""
 
 
 @dataclass
@@ -70,7 +78,17 @@ class PerTaskConfig:
     """"default" (the package's default ML world model), "random" (uniform scores), or
     "mix:W" (``(1 - W)`` * the default model's prediction + ``W`` * the table's truth)"""
     optimizer: str = "sgd"
-    """"sgd" or "adam" for the tabular policies"""
+    """"sgd" or "adam" for the per-task policies"""
+    policy: str = "tabular"
+    """"tabular" (one logit per program) or "factorized" (a logit summed over the program's
+    components: preprocessing x model x capacity in the v1 suite, the grammar's slots in
+    the pool suite)"""
+    suite: str = "v1"
+    """"v1": the held-out tasks of the first suite, rewards and readings on the execution
+    table's test scores; "pool": the second suite's generated tasks replayed from the pool
+    table (each task's policy restricted to the pool's programs), rewards on validation
+    scores, every reading on private-test scores. The pool suite has no world model of its
+    open space: it runs the arms ``real`` and ``anchors`` only"""
     learning_rates: tuple[float, ...] = (0.3, 1.0, 3.0)
     """the sweep: each arm runs at the rate of this grid that scores best on the tuning seeds"""
     common_rate: bool = True
@@ -120,6 +138,19 @@ class PerTaskConfig:
                 "screening 'top' cannot run the ppi arm: members left out with probability 0 "
                 "have no unbiased correction; use screening 'pps' or leave ppi out"
             )
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.suite not in SUITES:
+            raise ValueError(f"suite must be one of {SUITES}, got {self.suite!r}")
+        if self.suite == "pool":
+            needs_model = [a for a in self.arms if a not in WORLD_MODEL_FREE_ARMS]
+            if needs_model or self.quality_weights or self.world_model != "default":
+                raise ValueError(
+                    f"the pool suite runs the arms {WORLD_MODEL_FREE_ARMS} only: the arms "
+                    f"{needs_model or ['wm', 'wmrl', ...]}, --world-model and the quality "
+                    "curve need a world model that scores any program of the open space, "
+                    "which does not exist yet"
+                )
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         parse_world_model(self.world_model)  # raises on a bad spec
@@ -150,7 +181,7 @@ class PerTaskConfig:
         per task, the arms ``real``, ``anchors``, ``wm``, ``wmrl`` and ``ppi`` (minutes on 2
         cores)."""
         settings = dict(arms=("real", "anchors", "wm", "wmrl", "ppi"))
-        return cls(**{**settings, **overrides})
+        return cls(**{**settings, **_suite_defaults(overrides), **overrides})
 
     @classmethod
     def full(cls, **overrides) -> PerTaskConfig:
@@ -163,10 +194,17 @@ class PerTaskConfig:
             learning_rates=(0.3, 1.0, 3.0, 10.0),
             quality_weights=(0.5, 0.75, 0.9, 1.0),
         )
-        return cls(**{**settings, **overrides})
+        return cls(**{**settings, **_suite_defaults(overrides), **overrides})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _suite_defaults(overrides: dict) -> dict:
+    """The pool suite's presets run the world-model-free arms and no quality curve."""
+    if overrides.get("suite") != "pool":
+        return {}
+    return dict(arms=WORLD_MODEL_FREE_ARMS, quality_weights=())
 
 
 def parse_world_model(spec: str) -> float | None:

@@ -15,7 +15,7 @@ import numpy as np
 from wmrl_env.bench.plots import _pyplot
 from wmrl_env.bench.records import RunRecord
 
-FIXED_LINES = ("oracle", "best constant", "world model's zero-shot")
+FIXED_LINES = ("oracle", "best constant", "world model's zero-shot", "pool's best", "exhaustive")
 
 
 def pertask_curves(
@@ -48,6 +48,8 @@ def pertask_curves(
                 continue
             ax.plot(np.maximum(x / num_tasks, 0.5), y, label=arm, lw=1.5)
         for name, style in (("random search", "k--"), ("world-model search", "k-")):
+            if f"{name}@{budgets[0]}" not in lines:  # a suite without a world model
+                continue
             values = [float(np.mean(lines[f"{name}@{b}"])) for b in budgets]
             ax.plot(budgets, values, style, marker="o", lw=1, label=name)
         for name, values in lines.items():

@@ -163,12 +163,14 @@ def markdown(
     lines: dict[str, Interval],
     budgets: Sequence[int],
     rates: dict[str, float],
+    scale: str = "held-out tasks",
 ) -> str:
     """The report: reference lines, arms at equal real executions (greedy and best executed),
-    paired gains, equal seconds and equal rounds, savings."""
+    paired gains, equal seconds and equal rounds, savings; ``scale`` says what the scores
+    are read on."""
     head = " | ".join(f"{b} / task" for b in budgets)
     rule = "|---" * (len(budgets) + 1) + "|"
-    out = ["Reference lines (held-out tasks, 95 % bootstrap interval over tasks):", ""]
+    out = [f"Reference lines ({scale}, 95 % bootstrap interval over tasks):", ""]
     out += ["| line | score |", "|---|---|"]
     out += [f"| {name} | {interval_text(value)} |" for name, value in lines.items()]
     for title, score, axis in (

@@ -32,18 +32,30 @@ from wmrl_env.bench.bank import TaskBank, greedy_scores
 
 
 def random_search(
-    scores: np.ndarray, budgets: Sequence[int], seeds: int, seed: int = 0
+    scores: np.ndarray,
+    budgets: Sequence[int],
+    seeds: int,
+    seed: int = 0,
+    deploy: np.ndarray | None = None,
 ) -> dict[int, np.ndarray]:
     """Budget -> per task, the mean over ``seeds`` draws of the best of ``budget`` distinct
-    uniformly drawn programs."""
+    uniformly drawn programs: its ``deploy`` score (e.g. on a private test) when given, the
+    program chosen by ``scores`` (the first drawn of equal scores)."""
     rng = np.random.default_rng(seed)
     num_tasks, num_programs = scores.shape
+    rows = np.arange(num_tasks)
     totals = {b: np.zeros(num_tasks) for b in budgets}
     for _ in range(seeds):
         order = np.argsort(rng.uniform(size=(num_tasks, num_programs)), axis=1)
-        running = np.maximum.accumulate(np.take_along_axis(scores, order, axis=1), axis=1)
+        drawn = np.take_along_axis(scores, order, axis=1)
+        if deploy is None:
+            running = np.maximum.accumulate(drawn, axis=1)
+            for b in budgets:
+                totals[b] += running[:, min(b, num_programs) - 1]
+            continue
+        deployed = np.take_along_axis(deploy, order, axis=1)
         for b in budgets:
-            totals[b] += running[:, min(b, num_programs) - 1]
+            totals[b] += deployed[rows, drawn[:, : min(b, num_programs)].argmax(axis=1)]
     return {b: totals[b] / seeds for b in budgets}
 
 

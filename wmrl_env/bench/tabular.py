@@ -69,23 +69,35 @@ class TabularPolicy:
 
     def update(self, tasks: np.ndarray, programs: np.ndarray, advantages: np.ndarray) -> None:
         """One ascent step on each task present in the batch (NaN advantages count as 0)."""
+        present, gradient = self.logit_gradient(tasks, programs, advantages)
+        self._ascend(self.logits, present, gradient[present])
+
+    def logit_gradient(
+        self, tasks: np.ndarray, programs: np.ndarray, advantages: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(present tasks, d/dlogits)`` of the mean over each task's trajectories of
+        ``advantage * log pi(program)`` (rows of absent tasks are 0)."""
         tasks, programs = np.asarray(tasks), np.asarray(programs)
         advantages = np.nan_to_num(np.asarray(advantages, dtype=np.float64))
         present, counts = np.unique(tasks, return_counts=True)
-        gradient = np.zeros_like(self.logits)
+        probabilities = self.probabilities()
+        gradient = np.zeros_like(probabilities)
         np.add.at(gradient, (tasks, programs), advantages)
-        weight = np.zeros(self.logits.shape[0])
+        weight = np.zeros(probabilities.shape[0])
         np.add.at(weight, tasks, advantages)
-        gradient -= weight[:, None] * self.probabilities()
+        gradient -= weight[:, None] * probabilities
         gradient[present] /= counts[:, None]
+        return present, gradient
+
+    def _ascend(self, params: np.ndarray, present: np.ndarray, g: np.ndarray) -> None:
+        """One SGD or Adam ascent step on the rows ``present`` of ``params`` (gradient ``g``)."""
         if self.optimizer == "sgd":
-            self.logits[present] += self.learning_rate * gradient[present]
+            params[present] += self.learning_rate * g
             return
         self._steps[present] += 1
-        g = gradient[present]
         self._m[present] = 0.9 * self._m[present] + 0.1 * g
         self._v[present] = 0.999 * self._v[present] + 0.001 * g**2
         t = self._steps[present][:, None]
         m_hat = self._m[present] / (1 - 0.9**t)
         v_hat = self._v[present] / (1 - 0.999**t)
-        self.logits[present] += self.learning_rate * m_hat / (np.sqrt(v_hat) + 1e-8)
+        params[present] += self.learning_rate * m_hat / (np.sqrt(v_hat) + 1e-8)

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_env.bench.config import ARMS, BenchConfig
+from wmrl_env.bench.factorized import POLICIES
 from wmrl_env.bench.pertask_config import (
     ANCHOR_DRAWS,
     SCREENINGS,
+    SUITES,
     PerTaskConfig,
     parse_world_model,
 )
@@ -101,6 +103,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(balanced-ucb); exact inclusion probabilities in every case",
     )
     parser.add_argument(
+        "--suite",
+        choices=SUITES,
+        help="pertask: v1 (default): the first suite's held-out tasks, 72 programs, rewards "
+        "and readings on the execution table's test scores; pool: the generated tasks of the "
+        "pool table, rewards on validation scores, every reading on the private test, the "
+        "policies restricted to the pool's programs (arms real and anchors only: no world "
+        "model scores the open space yet)",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=POLICIES,
+        help="pertask: each task's policy: tabular (default; one logit per program) or "
+        "factorized (a logit summed over the program's components, so one execution moves "
+        "every program that shares one)",
+    )
+    parser.add_argument(
         "--screening",
         choices=SCREENINGS,
         help="pertask, with --execute-per-group: pps (default; exact member probabilities, "
@@ -184,7 +202,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening")
+PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening", "suite", "policy")
 ROBOT_ONLY = (*ROBOT_OVERRIDES, "success_predictor", "shadow", "fusion_option")
 
 
@@ -331,11 +349,15 @@ def run_pertask(args: argparse.Namespace) -> int:
     print(result.markdown)
     print(
         f"\nper-task regime, {len(result.summary)} arm rows x {config.seeds} seeds, world model "
-        f"{config.world_model}, {config.anchor_draw} anchors{_screening_text(config)}, "
-        f"{config.optimizer}; "
+        f"{_world_model_text(config)}, {config.anchor_draw} anchors{_screening_text(config)}, "
+        f"{config.optimizer}, {config.policy} policy, {config.suite} suite; "
         f"{result.seconds:.0f} s; outputs in {result.folder}/"
     )
     return 0
+
+
+def _world_model_text(config: PerTaskConfig) -> str:
+    return "none (the pool suite)" if config.suite == "pool" else config.world_model
 
 
 def _screening_text(config: PerTaskConfig) -> str:

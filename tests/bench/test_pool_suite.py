@@ -1,0 +1,132 @@
+"""``wmrl bench --suite pool``: the pool table replayed with rewards on validation scores,
+every reading and reference line on private-test scores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from wmrl_env.bench.bank import TaskBank
+from wmrl_env.bench.pertask_config import PerTaskConfig
+from wmrl_env.bench.pool_suite import default_pool_table, pool_bank, pool_lines
+from wmrl_env.bench.search import random_search
+
+
+def _toy_bank() -> TaskBank:
+    """Validation and private scores that disagree: the best by validation is never the
+    best on the private test."""
+    scores = np.array([[1.0, 0.8, 0.1], [0.3, 0.9, 0.5]])
+    private = np.array([[0.4, 1.0, 0.0], [0.0, 0.2, 1.0]])
+    return TaskBank(
+        ("a", "b"), ("", ""), (("p", "q", "r"),) * 2, scores, np.ones((2, 3)),
+        choices=tuple({"model": m} for m in "xyz"), private=private,
+    )  # fmt: skip
+
+
+def test_the_committed_pool_reads_as_the_pool_report_does() -> None:
+    """Six tasks x 152 programs; rewards are validation scores, readings private ones,
+    normalised so the pool's best private program scores 1; exhaustive validation search
+    and the best constant match the pool report's figures."""
+    from wmrl_env.envs.ml_tasks.pool import read_pool
+    from wmrl_env.envs.ml_tasks.pool_report import summarise
+
+    bank = pool_bank()
+    assert bank.scores.shape == bank.private.shape == (6, 152)
+    assert bank.private.max(axis=1) == pytest.approx(np.ones(6))
+    assert not np.array_equal(bank.scores, bank.private)
+    assert len(bank.choices) == 152 and {"imputer", "model"} <= set(bank.choices[0])
+    rows = read_pool(default_pool_table())
+    report = summarise(rows, draws=10)
+    lines = pool_lines(bank, (16,), seeds=10)
+    search = lines["exhaustive validation search over the pool (152 executions)"]
+    constant = lines["best constant program, chosen on the other tasks' validation scores"]
+    for t, task_id in enumerate(bank.task_ids):
+        assert search[t] == pytest.approx(report[task_id]["validation_search"])
+        assert constant[t] == pytest.approx(report[task_id]["best_constant"])
+    with pytest.raises(ValueError, match="not in the pool table"):
+        pool_bank(task_ids=("hr_missing_s9",))
+
+
+def test_random_search_deploys_its_best_by_validation_program() -> None:
+    """At the pool's size random search is exhaustive validation search; at one program
+    its expectation is the mean private score (2000 draws: a standard error at most
+    0.5 / sqrt(2000) = 0.011 on a score in [0, 1]; the tolerance 0.05 is 4.5 of them)."""
+    bank = _toy_bank()
+    out = random_search(bank.scores, (1, 3), seeds=2000, seed=0, deploy=bank.private)
+    assert out[3] == pytest.approx([0.4, 0.2])  # by validation: programs 0 and 1, not 1 and 2
+    assert out[1] == pytest.approx(bank.private.mean(axis=1), abs=0.05)
+    plain = random_search(bank.scores, (1, 3), seeds=2000, seed=0)
+    assert plain[3] == pytest.approx([1.0, 0.9])  # without deploy: the best reward itself
+
+
+def test_the_arms_read_the_private_score_of_their_best_by_validation_program() -> None:
+    """``real`` executes every program (a group far larger than the pool): its best
+    executed reading is each task's private score of the best program by validation, and
+    its greedy reading is a private score too."""
+    from wmrl_env.bench.pertask import run_arm
+
+    bank = _toy_bank()
+    for policy in ("tabular", "factorized"):
+        config = PerTaskConfig(rounds=1, group_size=200, last_k=1, budgets=(200,),
+                               policy=policy, suite="pool", arms=("real",))  # fmt: skip
+        run = run_arm(bank, config, "real", 0, 1.0, None)
+        assert run.task_scores["best@final"] == [0.4, 0.2]
+        assert run.steps[0].true_score == pytest.approx(bank.private.mean())
+        greedy = run.task_scores["greedy@final"]
+        assert all(g in set(row) for g, row in zip(greedy, bank.private.tolist(), strict=True))
+
+
+def test_the_pool_suite_refuses_what_needs_a_world_model() -> None:
+    from wmrl_env.cli.bench import pertask_config_from_args, register
+
+    with pytest.raises(ValueError, match="need a world model"):
+        PerTaskConfig(suite="pool", arms=("real", "wmrl"))
+    with pytest.raises(ValueError, match="need a world model"):
+        PerTaskConfig(suite="pool", arms=("real",), world_model="random")
+    with pytest.raises(ValueError, match="suite must be one of"):
+        PerTaskConfig(suite="v3")
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    quick = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool"]))
+    assert quick.arms == ("real", "anchors") and quick.policy == "tabular"
+    full = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool", "--full"]))
+    assert full.arms == ("real", "anchors") and full.quality_weights == ()
+    default = pertask_config_from_args(parser.parse_args(["bench"]))
+    assert default.suite == "v1" and "wmrl" in default.arms
+    args = parser.parse_args(["bench", "--suite", "pool", "--arms", "real", "ppi"])
+    with pytest.raises(ValueError, match="need a world model"):
+        pertask_config_from_args(args)
+    args = parser.parse_args(["bench", "--policy", "factorized"])
+    assert pertask_config_from_args(args).policy == "factorized"
+
+
+def test_tiny_pool_bench_writes_private_readings(tmp_path) -> None:
+    """The whole bench on three pool tasks with the factorized policy: the report reads
+    private scores, holds the pool's lines and no world-model line, and resumes."""
+    from wmrl_env.bench.pertask_bench import run_pertask_bench
+
+    config = PerTaskConfig.quick(
+        suite="pool", policy="factorized", heldout_tasks=3, seeds=2, rounds=6, group_size=4,
+        anchor_fraction=0.34, learning_rates=(1.0,), budgets=(2, 4), bootstrap=100,
+        out=str(tmp_path),
+    )  # fmt: skip
+    result = run_pertask_bench(config)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["suite"] == "pool" and results["policy"] == "factorized"
+    assert len(results["tasks"]) == 3 and set(results["arms"]) == {
+        "real", "anchors", "real@common", "anchors@common"
+    }  # fmt: skip
+    lines = results["reference_lines"]
+    assert not any("world-model" in name for name in lines)
+    assert lines["pool's best program (the pool's, not the space's)"]["mean"] == 1.0
+    assert lines["random search@2"]["mean"] <= lines["random search@4"]["mean"] + 0.02
+    assert results["arms"]["real"]["real_executions_per_task"] == 6 * 4
+    assert "every score on the private test" in result.markdown
+    assert "Quality curve" not in result.markdown
+    before = (tmp_path / "runs.jsonl").read_text()
+    run_pertask_bench(config)
+    assert (tmp_path / "runs.jsonl").read_text() == before
+    assert (tmp_path / "pertask_curves.png").stat().st_size > 1000

@@ -1,0 +1,104 @@
+"""The second suite in the per-task bench: the pool table replayed, rewards on validation
+scores, every reading on private-test scores.
+
+:func:`pool_bank` reads a pool table (:mod:`~wmrl_env.envs.ml_tasks.pool`) into a
+:class:`~wmrl_env.bench.bank.TaskBank`: per task, each pool program's validation score is
+the reward (``scores``), its private-test score the deploy reading (``private``), both
+normalised per task on their own rows (trivial baseline 0, the pool's best 1; a failed
+execution 0), and its recorded seconds what an execution is charged. The policies choose
+among the pool's programs only (the open space is larger; no world model scores it yet).
+
+:func:`pool_lines` gives the reference lines, all read on private scores: the pool's best
+program, the uniform policy, exhaustive validation search over the pool and random search
+(each deploying its best-by-validation program), and the best constant program (per task,
+the program with the best mean validation score over the *other* tasks).
+
+Example:
+    >>> import numpy as np
+    >>> bank = TaskBank(("a", "b"), ("", ""), (("p", "q", "r"),) * 2,
+    ...                 scores=np.array([[1.0, 0.5, 0.0], [0.2, 1.0, 0.9]]),
+    ...                 seconds=np.ones((2, 3)),
+    ...                 private=np.array([[0.7, 1.0, 0.0], [0.0, 0.6, 1.0]]))
+    >>> lines = pool_lines(bank, (3,))
+    >>> lines["exhaustive validation search over the pool (3 executions)"].tolist()
+    [0.7, 0.6]
+    >>> lines["best constant program, chosen on the other tasks' validation scores"].tolist()
+    [1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from wmrl_env.bench.bank import TaskBank
+from wmrl_env.bench.search import random_search
+
+
+def default_pool_table() -> Path:
+    """The committed pool table."""
+    from wmrl_env.envs import ml_tasks
+
+    return Path(ml_tasks.__file__).resolve().parent / "data" / "pool_v2.jsonl"
+
+
+def pool_bank(
+    path: str | os.PathLike[str] | None = None, task_ids: Sequence[str] | None = None
+) -> TaskBank:
+    """The pool table at ``path`` (default: the committed one) as a bank: the programs
+    every task holds, on ``task_ids`` (default: every task of the table, sorted)."""
+    from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
+    from wmrl_env.envs.ml_tasks.headroom import headroom_task
+    from wmrl_env.envs.ml_tasks.pool import read_pool
+    from wmrl_env.envs.ml_tasks.pool_report import normalised_scores
+
+    path = Path(path) if path is not None else default_pool_table()
+    rows = read_pool(path)
+    if not rows:
+        raise ValueError(f"{path}: no pool table rows (build one with wmrl_env.envs.ml_tasks.pool)")
+    by_task, programs, valid, private = normalised_scores(rows)
+    task_ids = tuple(sorted(by_task)) if task_ids is None else tuple(task_ids)
+    unknown = [t for t in task_ids if t not in by_task]
+    if unknown:
+        raise ValueError(f"tasks {unknown} are not in the pool table {path}")
+    grammar = [GrammarProgram.from_id(p) for p in programs]
+    tasks = [headroom_task(t) for t in task_ids]
+    return TaskBank(
+        task_ids=task_ids,
+        descriptions=tuple(task.description for task in tasks),
+        texts=tuple(tuple(g.render(task.kind) for g in grammar) for task in tasks),
+        scores=np.array([valid[t] for t in task_ids]),
+        seconds=np.array(
+            [[float(by_task[t][p]["exec_seconds"]) for p in programs] for t in task_ids]
+        ),
+        choices=tuple(g.choices for g in grammar),
+        private=np.array([private[t] for t in task_ids]),
+    )
+
+
+def pool_lines(bank: TaskBank, budgets: Sequence[int], seeds: int = 2000) -> dict[str, np.ndarray]:
+    """Line name -> per-task private scores (see the module doc); random search is the mean
+    over ``seeds`` draws of ``B`` distinct programs per task."""
+    if bank.private is None:
+        raise ValueError("the pool's reference lines need the bank's private scores")
+    valid, private = bank.scores, bank.private
+    rows = np.arange(bank.num_tasks)
+    constant = np.empty(bank.num_tasks)
+    for t in rows:
+        others = np.delete(valid, t, axis=0)
+        pick = int(np.argmax(others.mean(axis=0))) if len(others) else 0
+        constant[t] = private[t, pick]
+    lines = {
+        "pool's best program (the pool's, not the space's)": private.max(axis=1),
+        "uniform policy (expected) = untrained policy, ties at random": private.mean(axis=1),
+        f"exhaustive validation search over the pool ({bank.num_programs} executions)": (
+            private[rows, valid.argmax(axis=1)]
+        ),
+        "best constant program, chosen on the other tasks' validation scores": constant,
+    }
+    for budget, values in random_search(valid, budgets, seeds=seeds, deploy=private).items():
+        lines[f"random search@{budget}"] = values
+    return lines
