@@ -137,3 +137,45 @@ def test_a_group_with_an_invalid_prediction_is_executed_whole() -> None:
     assert info["is_anchor"].all() and log.count("step") == M * G
     assert np.isfinite(info["real_score"]).all()
     envs.close()
+
+
+@pytest.mark.parametrize("screening", ["top", "pps"])
+def test_screening_never_executes_a_known_outcome(screening) -> None:
+    """Action 3 is known to fail without running (``known_failure``): screening picks its k
+    members among the others, so an anchor group holding known members still runs k, not
+    all of them, and no known member runs."""
+    log = CallLog()
+    envs = make_envs(
+        log,
+        execute_per_group=1,
+        screening=screening,
+        known_failure=lambda action: int(action) == 3,
+        failure_score=0.0,
+    )
+    envs.reset(seed=4)
+    actions = np.tile([3, 3, 0, 1], M)  # half of every group is known to fail
+    info = envs.step(actions)[-1]
+    executed = [int(call[2]) for call in log.of("step")]
+    assert 3 not in executed
+    assert len(executed) == round(0.25 * M)  # k = 1 in each of the anchor groups
+    assert info["known_failure"].sum() == 2 * M
+    envs.close()
+
+
+def test_priorities_ignore_known_outcomes() -> None:
+    """Uncertainty-driven anchors: a group whose only uncertain members are known to fail
+    has nothing to teach and is never drawn while others are."""
+    log = CallLog()
+    envs = make_envs(
+        log,
+        anchor_priority="uncertainty",
+        known_failure=lambda action: int(action) == 3,
+        failure_score=0.0,
+    )
+    envs.reset(seed=1)
+    contexts = np.asarray(envs._round.setup.starts.observations)
+    actions = np.where(np.repeat(contexts, G) == 0, 3, 1)  # context 0 (the uncertain one): known
+    info = envs.step(actions)[-1]
+    assert info["is_anchor"].any()
+    assert not (info["is_anchor"] & (np.repeat(contexts, G) == 0)).any()
+    envs.close()

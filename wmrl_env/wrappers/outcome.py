@@ -78,9 +78,9 @@ class OutcomeRound(Round):
             # prediction-driven anchors or screening: they need this step's prediction
             early = predict_outcome(setup.world_model, contexts, actions, setup.score_range)
         if self.anchors is None:
-            self.anchors = self._draw_anchors(early[0])
+            self.anchors = self._draw_anchors(early[0], known)
         if selection.execute_per_group is not None:
-            self.anchors = self._screen(early[0])
+            self.anchors = self._screen(early[0], known)
         indices = list(np.flatnonzero(self.anchors & ~known))
         futures = self._submit(indices, actions)  # they run while the world model predicts
         prediction, wm_seconds = early or predict_outcome(
@@ -132,10 +132,10 @@ class OutcomeRound(Round):
             info=info,
         )
 
-    def _draw_anchors(self, prediction: Prediction) -> np.ndarray:
+    def _draw_anchors(self, prediction: Prediction, known: np.ndarray) -> np.ndarray:
         """Anchors drawn with priorities from the world model's predictive std
         (``"uncertainty"``) or from each group's upper bound above the best real score
-        found so far in its context (``"ucb"``)."""
+        found so far in its context (``"ucb"``); members with a known outcome add nothing."""
         selection = self.setup.selection
         group_ids = self.setup.layout.group_ids
         if selection.priority == "ucb":
@@ -145,6 +145,7 @@ class OutcomeRound(Round):
                 prediction.std,
                 selection.ucb_kappa,
                 selection.reference,
+                known=known,
             )
         elif prediction.std is None:
             raise ValueError(
@@ -152,13 +153,14 @@ class OutcomeRound(Round):
                 "(predict -> (scores, std) or a Prediction with std)"
             )
         else:
-            priorities = uncertainty_priorities(group_ids, prediction.std)
+            priorities = uncertainty_priorities(group_ids, prediction.std, known=known)
         return np.asarray(self.setup.fusion.select_anchors(group_ids, priorities), dtype=bool)
 
-    def _screen(self, prediction: Prediction) -> np.ndarray:
+    def _screen(self, prediction: Prediction, known: np.ndarray) -> np.ndarray:
         """The members of the anchor groups to execute: ``execute_per_group`` of each, by
         their upper bound ``s + ucb_kappa * std`` (a group with an invalid prediction is
-        executed whole); the fusion records each member's probability."""
+        executed whole; members with a known outcome are never chosen); the fusion records
+        each member's probability."""
         selection = self.setup.selection
         std = np.zeros(len(prediction)) if prediction.std is None else prediction.std
         upper = np.where(prediction.valid, prediction.scores + selection.ucb_kappa * std, np.nan)
@@ -169,8 +171,11 @@ class OutcomeRound(Round):
             selection.rng,
             selection.screening,
             self.setup.fusion.uniform_mix,
+            known=known,
         )
-        return np.asarray(self.setup.fusion.screen_anchors(executed, member_pi), dtype=bool)
+        return np.asarray(
+            self.setup.fusion.screen_anchors(executed, member_pi, known=known), dtype=bool
+        )
 
     def _submit(self, indices: list[int], actions: list[Any]) -> list[Future[ExecResult]]:
         group_ids = self.setup.layout.group_ids
