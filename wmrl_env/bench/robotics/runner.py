@@ -16,6 +16,12 @@ the current policy's own episodes (:mod:`.predictor_check`). The real envs live 
 borrowed from the seed's :class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite
 envs for all its arms, not one per real member or per arm.
 
+The dense arms (``dense``, ``wmrl-dense``) play every group in the simulator, each real env
+wrapped in :class:`~wmrl_env.robotics.dense_reward.DenseProgressReward` around the arm's own
+copy of the seed's pretrained progress model; after every round the model is checked on the
+round's episodes, then updated on them and recalibrated
+(:meth:`~wmrl_env.robotics.dense_reward.ProgressReward.end_round`).
+
 Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
 episode's last chunk counted whole), ``real_exec_seconds`` = the simulator's seconds of those
 chunks (the executor's clock around each real job), ``real_executions`` = real episodes.
