@@ -24,7 +24,8 @@ def bench(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("robot-bench")
     config = RobotBenchConfig(
-        seeds=1, iterations=ITERATIONS, num_groups=GROUPS, group_size=SIZE, anchor_fraction=0.5,
+        arms=ROBOT_ARMS, seeds=1, iterations=ITERATIONS, num_groups=GROUPS, group_size=SIZE,
+        anchor_fraction=0.5,
         eval_every=1, eval_starts=2, ensemble_size=2, hidden=16, recipe=RECIPE,
         cache_dir=str(folder / "cache"), out=str(folder / "out"),
     )  # fmt: skip
@@ -61,7 +62,10 @@ def test_accounting_is_consistent(bench):
     assert per_round["anchors"] == per_round["wmrl"] == per_round["ppi"] == [1] * ITERATIONS
     assert per_round["wm"] == [0] * ITERATIONS
     episodes = {arm: run.totals.real_executions for arm, run in runs.items()}
-    assert episodes == {"real": 8, "anchors": 4, "wmrl": 4, "ppi": 4, "wm": 0}
+    assert episodes == {
+        "real": 8, "anchors": 4, "wmrl": 4, "ppi": 4, "wm": 0, "dense": 8, "wmrl-dense": 8
+    }  # fmt: skip
+    assert per_round["dense"] == per_round["wmrl-dense"] == [GROUPS] * ITERATIONS
     wm = runs["wm"].totals
     assert (wm.real_steps, wm.real_exec_seconds) == (0, 0.0)
     horizon_chunks = math.ceil(RECIPE["horizon"] / chunk)
@@ -102,10 +106,15 @@ def test_the_predictor_is_checked_on_every_round_of_real_episodes(bench):
 
     checks = rows("predictor.jsonl")
     real_episodes = {"real": GROUPS * SIZE, "anchors": SIZE, "wmrl": SIZE, "ppi": SIZE}
+    dense = {"dense", "wmrl-dense"}  # every episode real, scored on its real states
     assert {(r["arm"], r["step"]) for r in checks} == {
-        (arm, step) for arm in real_episodes for step in range(1, ITERATIONS + 1)
+        (arm, step) for arm in (*real_episodes, *dense) for step in range(1, ITERATIONS + 1)
     }  # the wm arm has no real episode to check against
-    for row in checks:
+    for row in [r for r in checks if r["arm"] in dense]:
+        assert row["shadow"] == "real-states" and row["pooled"] is None
+        assert row["round"]["episodes"] == GROUPS * SIZE
+        assert 0.0 <= row["round"]["mean_prediction"] <= 1.0
+    for row in [r for r in checks if r["arm"] not in dense]:
         assert row["round"]["episodes"] == real_episodes[row["arm"]]
         assert row["pooled"]["episodes"] == row["step"] * real_episodes[row["arm"]]
         assert 0.0 <= row["round"]["brier"] <= 1.0

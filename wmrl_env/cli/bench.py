@@ -193,7 +193,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--arms",
         nargs="+",
         choices=sorted(set(ARMS) | set(ROBOT_ARMS)),
-        help="arms to run (default: all of the domain's)",
+        help="arms to run (default: all of the domain's, except the robot bench's dense and "
+        "wmrl-dense, run only when named)",
     )
     for name, (kind, text) in {**OVERRIDES, **ROBOT_OVERRIDES, **PERTASK_OVERRIDES}.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)

@@ -19,7 +19,12 @@ from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.wrappers.shadows import SHADOWS
 
-ROBOT_ARMS: tuple[str, ...] = ("real", ANCHORS_ARM, "wm", "wmrl", "ppi")
+DEFAULT_ROBOT_ARMS: tuple[str, ...] = ("real", ANCHORS_ARM, "wm", "wmrl", "ppi")
+DENSE_ARMS: tuple[str, ...] = ("dense", "wmrl-dense")
+"""every episode real, rewarded by the progress model (:mod:`wmrl_env.robotics.dense_reward`):
+``dense`` the raw progress return alone, ``wmrl-dense`` the sparse success fused with the
+calibrated progress return (half each)"""
+ROBOT_ARMS: tuple[str, ...] = DEFAULT_ROBOT_ARMS + DENSE_ARMS
 BENCH_FUSION_ARGUMENTS = frozenset({"method", "anchor_fraction", "seed"})
 WORLD_MODELS: tuple[str, ...] = ("dynamics", "random")
 SUCCESS_PREDICTORS: tuple[str, ...] = ("classifier", "termination")
@@ -36,9 +41,11 @@ class RobotBenchConfig:
     on ``eval_starts`` fixed held-out start seeds (never charged to training).
     """
 
-    arms: tuple[str, ...] = ROBOT_ARMS
+    arms: tuple[str, ...] = DEFAULT_ROBOT_ARMS
     """"real" (every group in the simulator), "anchors" (only the fused arms' share of
-    groups, all real, no world model), "wm" (world model only), "wmrl", "ppi" (fused)"""
+    groups, all real, no world model), "wm" (world model only), "wmrl", "ppi" (fused);
+    on request "dense" and "wmrl-dense" (every group real, a progress model's dense reward,
+    :data:`DENSE_ARMS`)"""
     seeds: int = 4
     """independent runs per arm (each seed its own base policy, starts and noise)"""
     first_seed: int = 0

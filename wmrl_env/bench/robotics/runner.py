@@ -16,6 +16,12 @@ the current policy's own episodes (:mod:`.predictor_check`). The real envs live 
 borrowed from the seed's :class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite
 envs for all its arms, not one per real member or per arm.
 
+The dense arms (``dense``, ``wmrl-dense``) play every group in the simulator, each real env
+wrapped in :class:`~wmrl_env.robotics.dense_reward.DenseProgressReward` around the arm's own
+copy of the seed's pretrained progress model; after every round the model is checked on the
+round's episodes, then updated on them and recalibrated
+(:meth:`~wmrl_env.robotics.dense_reward.ProgressReward.end_round`).
+
 Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
 episode's last chunk counted whole), ``real_exec_seconds`` = the simulator's seconds of those
 chunks (the executor's clock around each real job), ``real_executions`` = real episodes.
@@ -32,10 +38,11 @@ import numpy as np
 
 from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.records import RunRecord, StepRecord
-from wmrl_env.bench.robotics.config import RobotBenchConfig
+from wmrl_env.bench.robotics.config import DENSE_ARMS, RobotBenchConfig
 from wmrl_env.bench.robotics.evaluation import Evaluator
 from wmrl_env.bench.robotics.predictor_check import predictor_check, round_pairs
 from wmrl_env.bench.robotics.start import SeedStart, base_policy
+from wmrl_env.bench.robotics.world_model import RandomWorldModel
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
 
@@ -77,10 +84,12 @@ def run_one(
 
     seed = start.seed
     policy, _ = base_policy(config, seed)
-    method = "real" if arm == ANCHORS_ARM else arm
+    dense = _dense_reward(arm, start)
+    method = "real" if arm == ANCHORS_ARM or dense is not None else arm
     # every arm's model shadows its real episodes (the on-policy predictor check); only the
-    # fused arms' rewards read it, and only they refit it
-    world_model = start.world_model(config)
+    # fused arms' rewards read it, and only they refit it. The dense arms' episodes are all
+    # real, scored by their progress model on the real states (checked every round)
+    world_model = start.world_model(config) if dense is None else RandomWorldModel(seed)
     num_groups = groups_per_round(config, arm)
     fusion = RewardFusion(
         method=method, anchor_fraction=config.anchor_fraction, seed=seed, **config.fusion_options
@@ -88,6 +97,12 @@ def run_one(
     chunk = start.chunk_size
     workers = min(config.workers, num_groups * config.group_size)
     env_fn = start.task_envs.lend
+    if dense is not None:
+        from wmrl_env.robotics.dense_reward import DenseProgressReward
+
+        def env_fn(scorer: Any = dense) -> Any:
+            return DenseProgressReward(start.task_envs.lend(), scorer)
+
     executor = GymEnvExecutor(
         env_fn,
         backend="thread",
@@ -103,7 +118,7 @@ def run_one(
         executor=executor,
         task="dynamics",
         max_episode_steps=start.episode_chunks,
-        **imagination(config, arm, policy),
+        **(imagination(config, arm, policy) if dense is None else {}),
     )
     record = RunRecord(arm=arm, seed=seed)
     record.steps.append(StepRecord(step=0, true_score=start_success))
@@ -115,6 +130,9 @@ def run_one(
 
     def on_round(rollout: Any) -> None:
         round_real["chunks"] = real_chunks(rollout)
+        if dense is not None:  # its real scores are dense rewards, not successes
+            round_real["progress"] = dense.end_round()
+            return
         scores, successes, groups = round_pairs(rollout.final_info)
         pairs["scores"].append(scores)
         pairs["successes"].append(successes)
@@ -149,6 +167,9 @@ def run_one(
                                    "outcomes": evaluator.outcomes})  # fmt: skip
         if pairs["scores"] and pairs["scores"][-1].size and config.world_model != "random":
             detail("predictor", _predictor_row(arm, seed, step, config.shadow, pairs))
+        if round_real.get("progress"):
+            detail("predictor", {"arm": arm, "seed": seed, "step": step, "shadow": "real-states",
+                                 "round": round_real["progress"], "pooled": None})  # fmt: skip
         if on_step is not None:
             on_step(record.steps[-1])
 
@@ -158,6 +179,18 @@ def run_one(
     finally:
         envs.close()
     return record
+
+
+def _dense_reward(arm: str, start: SeedStart) -> Any:
+    """The dense arms' shared progress reward (``None`` for the other arms): ``dense`` the raw
+    progress return, ``wmrl-dense`` half sparse success, half calibrated progress."""
+    if arm not in DENSE_ARMS:
+        return None
+    from wmrl_env.robotics.dense_reward import ProgressReward
+
+    fused = arm == "wmrl-dense"
+    return ProgressReward(start.progress_model(), dense_weight=0.5 if fused else 1.0,
+                          calibrate=fused)  # fmt: skip
 
 
 def imagination(config: RobotBenchConfig, arm: str, policy: Any) -> dict[str, Any]:

@@ -136,12 +136,22 @@ class SeedStart:
     task_envs: TaskEnvShelf
     """the arms' real envs (``env_fn = start.task_envs.lend``); close it with the seed"""
     predictor_auc: PredictorAUC | None = None
-    pretrained: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    pretrained: dict[Any, Any] = field(default_factory=dict, repr=False)
     """pretrained world models by configuration (each arm gets a copy: pretrained once)"""
 
     @property
     def episode_chunks(self) -> int:
         return -(-self.horizon // self.chunk_size)
+
+    def progress_model(self) -> Any:
+        """A fresh :class:`~wmrl_env.robotics.progress.ProgressModel` pretrained on all the
+        demonstrations (trained once per seed, then copied)."""
+        from wmrl_env.robotics.progress import ProgressModel, demonstration_episodes
+
+        if "progress" not in self.pretrained:
+            model = ProgressModel(seed=self.seed)
+            self.pretrained["progress"] = model.pretrain(demonstration_episodes(self.demos))
+        return copy.deepcopy(self.pretrained["progress"])
 
     def world_model(self, config: RobotBenchConfig) -> Any:
         """A fresh world model of the configured kind, pretrained on all the demonstrations
