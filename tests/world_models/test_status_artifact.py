@@ -126,6 +126,9 @@ def test_files_that_are_not_status_models_are_refused(tmp_path):
     write_state({**state, "labels": state["labels"][:2]}, path)
     with pytest.raises(ValueError, match="inconsistent status model"):
         StatusModel.load(path)
+    write_state({**state, "classifier": state["classifier"].scores[0]}, path)
+    with pytest.raises(ValueError, match="inconsistent status model"):
+        StatusModel.load(path)
     write_state({**state, "classifier": None}, path)
     with pytest.raises(ValueError, match="inconsistent status model"):
         StatusModel.load(path)

@@ -189,6 +189,7 @@ class StatusModel:
             or prior.shape != (len(labels),)
             or status_prior.shape != (len(_PARSEABLE),)
             or (classifier is None) != (len(labels) == 1)
+            or not isinstance(classifier, (TreeClassifier, type(None)))
             or (classifier is not None and set(classifier.classes) != set(labels))
         ):
             raise ValueError(f"{path}: inconsistent status model (labels {labels}): {rebuild}")
