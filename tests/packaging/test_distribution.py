@@ -19,6 +19,8 @@ DATA = {
     "wmrl_env/envs/sandbox_image/Dockerfile",
     "wmrl_env/world_models/pretrained/ml_program_profile_v3.npz",
     "wmrl_env/world_models/pretrained/ml_program_task_v2.npz",
+    "wmrl_env/world_models/pretrained/ml_status_v2.npz",
+    "wmrl_env/world_models/pretrained/ml_status_v3.npz",
 }
 
 

@@ -108,7 +108,7 @@ def test_rare_crash_classes_are_pooled_and_the_model_round_trips(tmp_path) -> No
     labels[:3] = "crashed:RareError"
     model = StatusModel(min_count=10).fit(x, labels)
     assert "crashed:RareError" not in model.labels and "crashed:unknown" in model.labels
-    loaded = StatusModel.load(model.save(tmp_path / "status.pkl"))
+    loaded = StatusModel.load(model.save(tmp_path / "status.npz"))
     np.testing.assert_array_equal(loaded.predict(x)[0], model.predict(x)[0])
     with pytest.raises(ValueError, match="unknown statuses"):
         StatusModel().fit(x[:2], ["ok", "exploded"])

@@ -55,7 +55,7 @@ ARTIFACTS = {
 }
 """The committed pretrained ML world models, by version."""
 DEFAULT_ARTIFACT = ARTIFACTS["v3"]
-STATUS_ARTIFACTS = {version: _PRETRAINED / f"ml_status_{version}.pkl" for version in ARTIFACTS}
+STATUS_ARTIFACTS = {version: _PRETRAINED / f"ml_status_{version}.npz" for version in ARTIFACTS}
 """The committed status models (how a run ends), one per version, each learned from the
 execution table's statuses on that version's pretraining splits."""
 _BUILD = {

@@ -7,7 +7,10 @@ so a program is parsed once for its score and its status). Its labels are ``ok``
 ``min_count`` times pooled as ``crashed:unknown``); its probabilities are shrunk by
 ``smoothing`` toward the training frequencies with one pseudo-count per status, so a status
 never seen in training keeps a small probability. ``does_not_parse`` is the pre-gate's
-answer, not this model's (its rows are those of parseable programs).
+answer, not this model's (its rows are those of parseable programs). The fitted classifier
+is kept as a :class:`~wmrl_env.world_models.tree_classifier.TreeClassifier` (the same
+probabilities as scikit-learn's), so a saved model is a ``.npz`` file with no pickle that
+loads under any scikit-learn.
 
 Example:
     >>> import numpy as np
@@ -22,21 +25,21 @@ Example:
 
 from __future__ import annotations
 
-import pickle
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from wmrl_env.world_models.artifact_file import is_state_file, read_state, write_state
 from wmrl_env.world_models.outcomes import STATUSES, UNKNOWN_ERROR
 from wmrl_env.world_models.pretraining import one_thread
 from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.tree_classifier import TreeClassifier
 
 __all__ = ["FORMAT_VERSION", "StatusModel", "status_label"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _PARSEABLE = ("ok", "crashed", "timeout", "invalid_output")
 
 
@@ -63,7 +66,8 @@ class StatusModel:
         self.seed = seed
         self.labels: tuple[str, ...] = ()
         self.prior = np.zeros(0)
-        self._classifier: Any = None
+        self._status_prior = np.zeros(0)
+        self._classifier: TreeClassifier | None = None
 
     @property
     def fitted(self) -> bool:
@@ -106,7 +110,7 @@ class StatusModel:
                 l2_regularization=1.0, random_state=self.seed,
             )  # fmt: skip
             with one_thread():
-                self._classifier = classifier.fit(rows, labels)
+                self._classifier = TreeClassifier.from_sklearn(classifier.fit(rows, labels))
         return self
 
     def predict(self, rows: np.ndarray) -> tuple[np.ndarray, tuple[str, ...], np.ndarray]:
@@ -119,9 +123,8 @@ class StatusModel:
         if self._classifier is None or n == 0:
             label_probs = np.tile(self.prior, (n, 1))
         else:
-            with one_thread():
-                raw = self._classifier.predict_proba(rows)
-            order = [list(self._classifier.classes_).index(label) for label in self.labels]
+            raw = self._classifier.predict_proba(rows)
+            order = [self._classifier.classes.index(label) for label in self.labels]
             label_probs = raw[:, order]
         status = np.zeros((n, len(STATUSES)))
         crash_columns = [j for j, lb in enumerate(self.labels) if lb.startswith("crashed:")]
@@ -142,34 +145,54 @@ class StatusModel:
 
     # ----------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
-        """Pickle the fitted model with the feature names and scikit-learn version."""
+        """Save the fitted model to ``path`` (a ``.npz`` state file, whatever the suffix: no
+        pickle), with the program feature names it reads."""
+        if not self.fitted:
+            raise RuntimeError("StatusModel is not fitted: call fit() before save()")
         import sklearn
 
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         state = {
             "version": FORMAT_VERSION,
-            "sklearn": sklearn.__version__,
+            "sklearn": sklearn.__version__,  # for the record: any scikit-learn loads it
             "program_feature_names": PROGRAM_FEATURE_NAMES,
-            "model": self,
+            "min_count": self.min_count,
+            "smoothing": self.smoothing,
+            "seed": self.seed,
+            "labels": self.labels,
+            "prior": self.prior,
+            "status_prior": self._status_prior,
+            "classifier": self._classifier,
         }
-        path.write_bytes(pickle.dumps(state, protocol=4))
-        return path
+        return write_state(state, path)
 
     @classmethod
     def load(cls, path: str | Path) -> StatusModel:
-        """Read :meth:`save`'s file (a trusted pickle); refused when its format, program
-        features or scikit-learn minor version differ."""
-        import sklearn
-
-        state = pickle.loads(Path(path).read_bytes())
-        if not isinstance(state, dict) or state.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: not a status model of format {FORMAT_VERSION}")
-        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
-            raise ValueError(f"{path} was trained on other program features: retrain it")
-        if state["sklearn"].split(".")[:2] != sklearn.__version__.split(".")[:2]:
+        """Read :meth:`save`'s file (no scikit-learn needed); refused with a clear error when
+        it is not a status model of this format or was fitted on other program features."""
+        rebuild = "rebuild it (pretrain_ml_status_model(version).save(path))"
+        if not Path(path).is_file() or not is_state_file(path):
+            raise ValueError(f"{path}: not a saved status model (a .npz state file): {rebuild}")
+        state = read_state(path)
+        if state.get("version") != FORMAT_VERSION or "classifier" not in state:
             raise ValueError(
-                f"{path} was saved with scikit-learn {state['sklearn']}, this is "
-                f"{sklearn.__version__}: retrain it (pretrain_ml_status_model)"
+                f"{path}: status model format {state.get('version')}, this code reads "
+                f"{FORMAT_VERSION}: {rebuild}"
             )
-        return state["model"]
+        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
+            raise ValueError(f"{path} was trained on other program features: {rebuild}")
+        model = cls(min_count=state["min_count"], smoothing=state["smoothing"], seed=state["seed"])
+        labels, classifier = tuple(state["labels"]), state["classifier"]
+        prior = np.asarray(state["prior"], dtype=np.float64)
+        status_prior = np.asarray(state["status_prior"], dtype=np.float64)
+        if (
+            not labels
+            or prior.shape != (len(labels),)
+            or status_prior.shape != (len(_PARSEABLE),)
+            or (classifier is None) != (len(labels) == 1)
+            or not isinstance(classifier, (TreeClassifier, type(None)))
+            or (classifier is not None and set(classifier.classes) != set(labels))
+        ):
+            raise ValueError(f"{path}: inconsistent status model (labels {labels}): {rebuild}")
+        model.labels, model.prior, model._status_prior = labels, prior, status_prior
+        model._classifier = classifier
+        return model

@@ -86,12 +86,15 @@ class TreeEnsemble:
         object.__setattr__(self, "n_features", int(self.n_features))
 
     @classmethod
-    def from_sklearn(cls, booster: Any) -> TreeEnsemble:
+    def from_sklearn(cls, booster: Any, output: int | None = None) -> TreeEnsemble:
         """The trees of a fitted ``HistGradientBoostingRegressor`` (numeric splits only; one
-        tree per iteration, as for every regression loss)."""
-        trees = [predictors[0] for predictors in booster._predictors]
-        if any(len(predictors) != 1 for predictors in booster._predictors):
-            raise ValueError("only single-output regressors convert to a TreeEnsemble")
+        tree per iteration, as for every regression loss), or those of raw score ``output``
+        of a booster with several trees per iteration (a multiclass classifier's class)."""
+        if output is None:
+            if any(len(predictors) != 1 for predictors in booster._predictors):
+                raise ValueError("only single-output regressors convert to a TreeEnsemble")
+            output = 0
+        trees = [predictors[output] for predictors in booster._predictors]
         nodes = [tree.nodes for tree in trees]
         if not nodes or any(n["is_categorical"].any() for n in nodes):
             raise ValueError("a fitted booster with numeric splits only converts to a TreeEnsemble")
@@ -102,7 +105,7 @@ class TreeEnsemble:
         leaf = every["is_leaf"].astype(bool)
         here = np.arange(len(every), dtype=np.int64)
         return cls(
-            baseline=float(np.asarray(booster._baseline_prediction).ravel()[0]),
+            baseline=float(np.asarray(booster._baseline_prediction).ravel()[output]),
             roots=offsets,
             feature=np.where(leaf, 0, every["feature_idx"]),
             threshold=every["num_threshold"],
