@@ -167,8 +167,9 @@ def evaluate(
         reports: list[list[Any]] = [[] for _ in starts]
         envs = []
         if where == "real":
+            replay = _replay_executor()  # one for every env: the table is read once
             for k, task in enumerate(starts):
-                env = MLTaskMultiTurnEnv(tasks=[task], executor="replay",
+                env = MLTaskMultiTurnEnv(tasks=[task], executor=replay,
                                          max_turns=config.max_turns)  # fmt: skip
                 env.reset(seed=k)
                 envs.append(env)
@@ -193,6 +194,13 @@ def evaluate(
         out[f"{where}_fixes_per_episode"] = float(np.mean([e.fixes for e in episodes]))
     out["sim_minus_real"] = out["sim_best"] - out["real_best"]
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _replay_executor() -> Any:
+    from wmrl_env.envs.ml_tasks import load_table
+
+    return load_table().replay_executor()
 
 
 def run_transfer(
