@@ -33,8 +33,18 @@ def _push(value: float) -> tuple[np.ndarray, ...]:
     return (np.array([value], np.float32),)
 
 
+class FarStart(SnapshotPointMassEnv):
+    """Starts at x = 2, so two pushes of 0.1 never end the episode (a start drawn near 0
+    could: the episode ends at |x| < 0.1 and the next step of the slot has nothing to play)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed, options=options)
+        self._x = np.array([2.0], np.float32)
+        return self._x.copy(), {}
+
+
 def test_one_off_jobs_and_slots_share_the_same_envs() -> None:
-    factory = CountingFactory()
+    factory = CountingFactory(FarStart)
     pool = EnvPool(factory)
     try:
         for _ in range(3):  # three "rounds": a group start, then two members over two steps

@@ -15,6 +15,7 @@ regenerates the task and scores a perfect private test, so the test is not vacuo
 from __future__ import annotations
 
 import compileall
+import importlib
 import json
 import os
 import shutil
@@ -127,11 +128,12 @@ def installed_python() -> Iterator[str]:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    shutil.copytree(
-        Path(wmrl_env.__file__).parent,
-        Path(site) / "wmrl_env",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    package, target = Path(wmrl_env.__file__).parent, Path(site) / "wmrl_env"
+    shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__"))
+    # the envs/ folder installs as wmrl_env.envs: copy it from where it really lives
+    shutil.rmtree(target / "envs", ignore_errors=True)
+    envs = Path(importlib.import_module("wmrl_env.envs").__file__).parent
+    shutil.copytree(envs, target / "envs", ignore=shutil.ignore_patterns("__pycache__"))
     compileall.compile_dir(Path(site) / "wmrl_env" / "envs" / "ml_tasks", quiet=1)
     Path(site, "shared.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     yield python
@@ -198,7 +200,8 @@ def test_the_image_recipe_deletes_the_generator(tmp_path) -> None:
     (tasks / "__pycache__").mkdir(parents=True)
     for name in ("headroom.py", "grammar.py", "__pycache__/headroom.cpython-311.pyc"):
         (tasks / name).write_text("x")
-    script = Path(wmrl_env.__file__).parent / "envs" / "sandbox_image" / "hide-datasets.sh"
+    envs = Path(importlib.import_module("wmrl_env.envs").__file__).parent
+    script = envs / "sandbox_image" / "hide-datasets.sh"
     subprocess.run(["sh", str(script), str(tmp_path)], check=True)
     left = sorted(str(p.relative_to(tasks)) for p in tasks.rglob("*") if p.is_file())
     assert left == ["grammar.py"]
