@@ -223,3 +223,21 @@ def test_temp_dirs_of_dead_owners_are_removed() -> None:
         assert not dead.exists() and mine.exists()
     finally:
         remove_tree(mine)
+
+
+def test_remove_tree_never_changes_the_folder_that_holds_it(tmp_path) -> None:
+    """A work directory that is already gone (or cannot be removed) raises, and the folder
+    holding it — /tmp in practice — keeps its mode (it became 0700, which locked every other
+    user out of /tmp)."""
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    holder.chmod(0o1777)
+    with pytest.raises(FileNotFoundError):
+        remove_tree(holder / "gone")
+    assert holder.stat().st_mode & 0o7777 == 0o1777
+    locked = holder / "job" / "locked"  # a job's unreadable part is still removed
+    locked.mkdir(parents=True)
+    (locked / "file").write_text("x")
+    locked.chmod(0)
+    remove_tree(holder / "job")
+    assert not (holder / "job").exists() and holder.stat().st_mode & 0o7777 == 0o1777

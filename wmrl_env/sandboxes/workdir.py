@@ -124,10 +124,19 @@ def copy_inputs(inputs: Mapping[str, str | os.PathLike[str]], destination: Path)
 
 
 def remove_tree(path: Path) -> None:
-    """Delete a work directory, also the parts a job made unreadable to its owner."""
+    """Delete a work directory, also the parts a job made unreadable to its owner.
 
-    def make_writable_and_retry(function, failed_path, _error) -> None:
-        os.chmod(os.path.dirname(failed_path), 0o700)
+    Only what lies inside ``path`` is ever made writable: a failure on ``path`` itself (it is
+    gone, or a mount point) is raised as it is, and the folder that holds ``path`` (``/tmp``,
+    say) keeps its mode.
+    """
+    root = os.path.realpath(path)
+
+    def make_writable_and_retry(function, failed_path, error) -> None:
+        parent = os.path.realpath(os.path.dirname(failed_path))
+        if os.path.commonpath([root, parent]) != root:
+            raise error[1] if isinstance(error, tuple) else error
+        os.chmod(parent, 0o700)
         if os.path.isdir(failed_path) and not os.path.islink(failed_path):
             os.chmod(failed_path, 0o700)
         function(failed_path)
