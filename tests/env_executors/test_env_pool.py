@@ -87,10 +87,12 @@ def test_the_vector_env_builds_its_real_envs_once(backend) -> None:
             assert (info["exec_status"] == "ok").all(), info["exec_message"]
             built_per_round.append(counting.built)
         if backend == "thread":
-            # at most one env per real member (fewer when a job finishes before the next
-            # starts: thread timing), all built in the first round and reused after it
-            first = built_per_round[0]
-            assert 1 <= first <= 6 and built_per_round == [first] * 3, built_per_round
+            # at most one env per real member, however many rounds: 3 rounds ran 27 jobs (3
+            # group starts and 6 member episodes each) in at most 6 envs; how many the first
+            # round needs depends on thread timing (a job that finishes before the next starts
+            # frees its env), so a later round may still add some, never past 6
+            assert built_per_round[0] >= 1 and built_per_round[-1] <= 6, built_per_round
+            assert built_per_round == sorted(built_per_round), built_per_round
     finally:
         envs.close()
 
