@@ -27,7 +27,7 @@ import numpy as np
 from .programs import CAPACITIES, MODELS, PREPROCESSINGS, ProgramSpec
 from .turns import TurnReport, parse_report
 
-__all__ = ["ScriptedReviser"]
+__all__ = ["ScriptedReviser", "fix_for_error"]
 
 _NEIGHBOUR_ORDER = ("capacity", "model", "preprocessing")
 _OPTIONS = {"preprocessing": PREPROCESSINGS, "model": MODELS, "capacity": CAPACITIES}
@@ -66,7 +66,7 @@ class ScriptedReviser:
             self._best = (report.score, self._last)
         if report.turn + 1 == report.max_turns and self.resubmit_best and self._best is not None:
             return self._end_on_best()
-        candidate = self._fix(self._last, report) if report.status != "ok" else None
+        candidate = fix_for_error(self._last, report) if report.status != "ok" else None
         if candidate is None or candidate in self._tried:
             candidate = self._explore()
         if candidate is None:  # nothing untried
@@ -89,22 +89,6 @@ class ScriptedReviser:
     def _draw(self) -> ProgramSpec:
         return ProgramSpec(*(str(self._rng.choice(_OPTIONS[name])) for name in _OPTIONS))
 
-    @staticmethod
-    def _fix(spec: ProgramSpec, report: TurnReport) -> ProgramSpec | None:
-        text = f"{report.error_class} {report.traceback_tail}"
-        missing = "missing values" in text or "NaN" in text
-        if missing and spec.preprocessing in ("none", "log1p"):
-            return _with(spec, preprocessing="standardize")
-        infinite = "infinity" in text or "too large" in text
-        if infinite and spec.preprocessing in ("log1p", "poly2"):
-            return _with(spec, preprocessing="standardize")
-        if report.status == "timeout":
-            if spec.capacity != "low":
-                return _with(spec, capacity=CAPACITIES[CAPACITIES.index(spec.capacity) - 1])
-            if spec.preprocessing == "poly2":
-                return _with(spec, preprocessing="standardize")
-        return _with(spec, preprocessing="standardize", model="forest")
-
     def _explore(self) -> ProgramSpec | None:
         """An untried neighbour of the best program (of the last one while none ran)."""
         anchor = self._best[1] if self._best is not None else self._last
@@ -116,6 +100,25 @@ class ScriptedReviser:
                 if candidate not in self._tried:
                     return candidate
         return None
+
+
+def fix_for_error(spec: ProgramSpec, report: TurnReport) -> ProgramSpec:
+    """The scripted fix of a failed program by the error its report shows (missing values:
+    impute; infinities: no ``log1p`` or products; a time limit: a smaller model; anything
+    else: a forest on imputed, scaled features)."""
+    text = f"{report.error_class} {report.traceback_tail}"
+    missing = "missing values" in text or "NaN" in text
+    if missing and spec.preprocessing in ("none", "log1p"):
+        return _with(spec, preprocessing="standardize")
+    infinite = "infinity" in text or "too large" in text
+    if infinite and spec.preprocessing in ("log1p", "poly2"):
+        return _with(spec, preprocessing="standardize")
+    if report.status == "timeout":
+        if spec.capacity != "low":
+            return _with(spec, capacity=CAPACITIES[CAPACITIES.index(spec.capacity) - 1])
+        if spec.preprocessing == "poly2":
+            return _with(spec, preprocessing="standardize")
+    return _with(spec, preprocessing="standardize", model="forest")
 
 
 def _with(spec: ProgramSpec, **changes: str) -> ProgramSpec:

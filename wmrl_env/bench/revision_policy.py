@@ -3,7 +3,7 @@
 Shared by every task, so what it learns on training tasks transfers to held-out ones. The
 first program draws each choice (preprocessing, model, capacity) from a softmax of its own
 logits; after a failed run it applies the scripted fix for the reported error
-(:class:`~wmrl_env.envs.ml_tasks.ScriptedReviser`'s, no parameter); after a run that scored it
+(:func:`~wmrl_env.envs.ml_tasks.reviser.fix_for_error`, no parameter); after a run that scored it
 changes one choice of the best program so far: which choice from a softmax over the three
 dimensions, the new value from that choice's softmax over the other values. It reads only the
 observation text, so a real and a simulated turn drive it alike. ``grad_log_prob`` of an
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from wmrl_env.envs.ml_tasks.programs import CAPACITIES, MODELS, PREPROCESSINGS, ProgramSpec
-from wmrl_env.envs.ml_tasks.reviser import ScriptedReviser
+from wmrl_env.envs.ml_tasks.reviser import fix_for_error
 from wmrl_env.envs.ml_tasks.turns import parse_report
 
 __all__ = ["DIMENSIONS", "RevisionEpisode", "RevisionPolicy"]
@@ -74,7 +74,7 @@ class RevisionEpisode:
         if report.score is not None and (self.best is None or report.score > self.best[0]):
             self.best = (report.score, self.last)
         if report.status != "ok":
-            fix = ScriptedReviser._fix(self.last, report)
+            fix = fix_for_error(self.last, report)
             if fix is not None and fix not in self.tried:
                 self.fixes += 1
                 return self._submit(fix)
