@@ -163,6 +163,10 @@ class AnchoredRound:
         ids = np.asarray(group_ids)
         n = ids.shape[0]
         known = np.zeros(n, dtype=bool) if known is None else np.asarray(known, dtype=bool)
+        if known.shape != (n,):
+            raise ValueError(f"known must be a bool mask of shape ({n},), got {known.shape}")
+        if known.any() and math.isnan(self.failure_score):
+            raise ValueError("known outcomes need a failure_score to score them with")
         if known_status is None:
             known_status = np.where(known, "failed", "").astype(object)
         if drawn is None:
