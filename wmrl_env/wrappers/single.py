@@ -45,13 +45,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
-from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.fusion import RewardFusion, fusion_weights
 from wmrl_env.fusion.ppi import rectified_rewards
 from wmrl_env.rounds import (
@@ -61,6 +60,7 @@ from wmrl_env.rounds import (
     known_outcomes,
 )
 from wmrl_env.world_models.base import AnyWorldModel
+from wmrl_env.wrappers.episode import Episode
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
 
 __all__ = ["WorldModelWrapper"]
@@ -176,7 +176,7 @@ class WorldModelWrapper(
         self._pending: list[tuple[float, float, float]] = []  # (wm score, real score, std)
         self._stale = 0  # anchor episodes without evidence since the last update
         self._anchor_rng = np.random.default_rng()
-        self._episode: _Episode | None = None
+        self._episode: Episode | None = None
 
     # -- gymnasium API -----------------------------------------------------------------------
 
@@ -187,7 +187,7 @@ class WorldModelWrapper(
         if seed is not None:  # same seed, same anchor decisions
             self._anchor_rng = np.random.default_rng([seed, 0xA7C0])
         is_anchor = bool(self._anchor_rng.random() < self.anchor_probability)
-        self._episode = _Episode(observation, is_anchor, self._record())
+        self._episode = Episode(observation, is_anchor, self._record())
         return observation, {
             **info,
             "is_anchor": is_anchor,
@@ -204,7 +204,7 @@ class WorldModelWrapper(
             return self._outcome_step(episode, action)
         return self._dynamics_step(episode, action)
 
-    def _outcome_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _outcome_step(self, episode: Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
         prediction, _ = predict_outcome(
             self.world_model, [episode.start], [action], self.score_range
         )
@@ -219,14 +219,14 @@ class WorldModelWrapper(
             episode.executed = True  # an invalid prediction goes to the real env
         if not episode.executed:
             return self._end(episode, episode.start, True, False, {})
-        real = self._real_step(episode, action)
+        real = episode.real_step(self.env, action)
         return self._end(episode, real.observation, True, False, real.info)
 
-    def _dynamics_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _dynamics_step(self, episode: Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
         if episode.executed:
             if episode.model_active:  # the model shadows the real episode, same actions
                 self._model_step(episode, action)
-            real = self._real_step(episode, action)
+            real = episode.real_step(self.env, action)
             observation, reward, info = real.observation, real.reward, real.info
             terminated, truncated = real.terminated, real.truncated or real.status != "ok"
         else:
@@ -238,7 +238,7 @@ class WorldModelWrapper(
         episode.paid += reward
         return observation, reward, False, False, {**info, "is_anchor": episode.executed}
 
-    def _model_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool]:
+    def _model_step(self, episode: Episode, action: Any) -> tuple[Any, float, bool]:
         """One imagined step from the episode's model state; ``(obs, reward, terminated)``."""
         state = np.asarray(episode.model_observation)[None]
         prediction, _ = predict_step(self.world_model, state, np.asarray(action)[None])
@@ -251,41 +251,11 @@ class WorldModelWrapper(
         episode.model_active = not terminated
         return episode.model_observation, float(prediction.rewards[0]), terminated
 
-    def _real_step(self, episode: _Episode, action: Any) -> _RealStep:
-        """Step the real env and fold the step into the episode's real record (which tells
-        the breaker); a failure becomes a status, never an exception of the env's."""
-        try:
-            observation, reward, terminated, truncated, info = self.env.step(action)
-        except Exception as error:
-            message = f"step raised {type(error).__name__}: {error}"
-            return self._real_failed(episode, ExecStatus.ERROR, message)
-        reward = float(reward)
-        if not math.isfinite(reward):
-            message = f"step returned reward {reward}"
-            return self._real_failed(episode, ExecStatus.INVALID_OUTPUT, message)
-        played = ExecResult("episode", ExecStatus.OK, score=reward, metadata={"rewards": (reward,)})
-        episode.record.add_all([0], [played])
-        return _RealStep(observation, reward, bool(terminated), bool(truncated), "ok", info)
-
-    def _real_failed(self, episode: _Episode, status: ExecStatus, message: str) -> _RealStep:
-        """End the real episode: a program failure scores ``failure_score``, an
-        infrastructure failure (or a program failure without one) is missing (NaN)."""
-        episode.record.add_all([0], [ExecResult("episode", status, message=message)])
-        info = {"exec_message": message}
-        return _RealStep(episode.model_observation, math.nan, False, True, status.value, info)
-
     def _record(self) -> RealRecord:
         return RealRecord(1, self.failure_score, self.health)
 
-    def _replay(self, episode: _Episode) -> None:
-        """Play the imagined episode's actions in the real env from its start, open loop."""
-        for action in episode.actions:
-            real = self._real_step(episode, action)
-            if real.status != "ok" or real.terminated or real.truncated:
-                return
-
     def _end(
-        self, episode: _Episode, observation: Any, terminated: bool, truncated: bool, info: dict
+        self, episode: Episode, observation: Any, terminated: bool, truncated: bool, info: dict
     ) -> tuple[Any, float, bool, bool, dict]:
         """Close the episode: its return is real when executed, else the calibrated model's.
 
@@ -295,7 +265,7 @@ class WorldModelWrapper(
         episode.done = True
         if not episode.executed and not episode.wm_valid and not episode.known:
             episode.executed = True  # forced: replayed for real
-            self._replay(episode)
+            episode.replay(self.env)
         record = episode.record
         real_score = float(record.score[0]) if episode.executed else math.nan
         calibrated = math.nan
@@ -312,7 +282,6 @@ class WorldModelWrapper(
         if episode.is_anchor and not episode.known:  # after the rewards: earlier evidence only
             self._evidence(episode, real_score)
         reward = episode_return - episode.paid
-        forced = episode.executed and not episode.is_anchor
         return (
             observation,
             reward,
@@ -323,7 +292,7 @@ class WorldModelWrapper(
                 **self._weights(episode.executed),
                 "is_anchor": episode.executed,
                 "anchor_probability": self.anchor_probability,
-                "inclusion_probability": 1.0 if forced else self.anchor_probability,
+                "inclusion_probability": 1.0 if episode.forced else self.anchor_probability,
                 "wm_score": episode.wm_return,
                 "wm_valid": episode.wm_valid,
                 "calibrated_score": calibrated,
@@ -332,17 +301,11 @@ class WorldModelWrapper(
                 "real_score": real_score,
                 "exec_status": str(record.status[0]),
                 "known_failure": episode.known,
-                # the anchored round's metrics, as every adapter names them (ROUND_METRICS)
-                "n_executed": int(record.executed[0]),
-                "n_forced_anchor_groups": int(forced),
-                "n_screened": 0,
-                "n_program_failures": int(record.program_failed[0]),
-                "n_infrastructure_failures": int(record.failed[0]),
-                "wm_valid_fraction": float(episode.wm_valid),
+                **episode.round_metrics(),
             },
         )
 
-    def _real_reward(self, episode: _Episode, real_score: float, calibrated: float) -> float:
+    def _real_reward(self, episode: Episode, real_score: float, calibrated: float) -> float:
         """An executed episode's reward: its real return; under ``ppi`` a drawn anchor's is
         rectified by its inclusion probability (a forced one, executed with certainty, and
         one without a valid prediction keep their real return)."""
@@ -363,7 +326,7 @@ class WorldModelWrapper(
     def _lam(self) -> float:
         return float(self.fusion.wm_weight)
 
-    def _evidence(self, episode: _Episode, real_score: float) -> None:
+    def _evidence(self, episode: Episode, real_score: float) -> None:
         """File a drawn anchor's evidence: a pair when both scores exist; a real step that
         failed in the infrastructure counts as an update without evidence."""
         if math.isfinite(real_score) and episode.wm_valid:
@@ -402,32 +365,3 @@ class WorldModelWrapper(
         kappa = self.fusion.kappa_estimator.kappa
         weight = fusion_weights(np.array([executed]), kappa, self.anchor_probability)[0]
         return {"kappa": kappa, "weight": float(weight)}
-
-
-class _RealStep(NamedTuple):
-    observation: Any
-    reward: float
-    terminated: bool
-    truncated: bool
-    status: str
-    info: dict[str, Any]
-
-
-class _Episode:
-    """The state of the episode in progress."""
-
-    def __init__(self, start: Any, is_anchor: bool, record: RealRecord) -> None:
-        self.start = start
-        self.is_anchor = is_anchor
-        self.record = record  # the real steps, folded (score, failure, status)
-        self.model_observation = start
-        self.model_active = True
-        self.wm_valid = True
-        self.wm_return = 0.0
-        self.wm_std = math.nan
-        self.known = False  # known to fail without running (never executed)
-        self.paid = 0.0  # world-model rewards already handed out this episode
-        self.steps = 0
-        self.actions: list[Any] = []
-        self.executed = is_anchor  # played in the real env (an anchor, or sent there)
-        self.done = False
