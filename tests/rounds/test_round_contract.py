@@ -15,8 +15,8 @@ from wmrl_env.integrations.verl.estimator import FusedAdvantageEstimator
 from wmrl_env.integrations.verl.ledger import Ledger
 from wmrl_env.integrations.verl.scoring import SampleDraw, score_sample
 from wmrl_env.rounds import ROUND_METRICS, InfrastructureHealth, task_cluster
-from wmrl_env.testing.round_contract import (
-    AnchoredRoundContract,
+from wmrl_env.testing.round_contract import AnchoredRoundContract
+from wmrl_env.testing.round_scenario import (
     PlayedRound,
     RoundScenario,
     ScenarioExecutor,

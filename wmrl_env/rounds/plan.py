@@ -5,6 +5,7 @@ and the exact probability each had of being executed."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,13 @@ from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.screening import SCREENINGS
 from wmrl_env.sandboxes.pregate import PreGate
 
-__all__ = ["ANCHOR_PRIORITIES", "AnchorSelection", "RoundPlan", "known_outcomes"]
+__all__ = [
+    "ANCHOR_PRIORITIES",
+    "AnchorSelection",
+    "RoundPlan",
+    "check_known_failure",
+    "known_outcomes",
+]
 
 ANCHOR_PRIORITIES: tuple[str, ...] = ("uniform", "uncertainty", "ucb")
 
@@ -82,6 +89,15 @@ def known_outcomes(
         return answer.known, answer.status.astype(object)
     known = np.array([bool(known_failure(a)) for a in artifacts], dtype=bool)
     return known, np.where(known, "failed", "").astype(object)
+
+
+def check_known_failure(known_failure: Any, kind: str, failure_score: float) -> None:
+    """Refuse a ``known_failure`` predicate that cannot work: it needs an outcome task (the
+    action is the artifact) and a finite ``failure_score`` to score known failures with."""
+    if known_failure is not None and kind != "outcome":
+        raise ValueError("known_failure needs an outcome task (an action is the artifact)")
+    if known_failure is not None and math.isnan(failure_score):
+        raise ValueError("known_failure needs a failure_score (or score_range) to score with")
 
 
 @dataclass(frozen=True)

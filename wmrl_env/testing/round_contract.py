@@ -52,16 +52,7 @@ from wmrl_env.testing.round_scenario import (
     check_unbiased,
 )
 
-__all__ = [
-    "SCENARIO",
-    "AnchoredRoundContract",
-    "PlayedRound",
-    "RecordingFusion",
-    "RoundScenario",
-    "ScenarioExecutor",
-    "ScenarioWorldModel",
-    "check_unbiased",
-]
+__all__ = ["AnchoredRoundContract"]
 
 
 class AnchoredRoundContract:

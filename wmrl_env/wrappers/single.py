@@ -59,6 +59,7 @@ from wmrl_env.rounds import (
     RealRecord,
     known_outcomes,
 )
+from wmrl_env.rounds.plan import check_known_failure
 from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.episode import Episode
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
@@ -163,10 +164,7 @@ class WorldModelWrapper(
         if failure_score is None:
             failure_score = score_range[0] if score_range is not None else math.nan
         self.failure_score = float(failure_score)
-        if known_failure is not None and self.kind != "outcome":
-            raise ValueError("known_failure needs an outcome task (an action is the artifact)")
-        if known_failure is not None and math.isnan(self.failure_score):
-            raise ValueError("known_failure needs a failure_score (or score_range) to score with")
+        check_known_failure(known_failure, self.kind, self.failure_score)
         self.known_failure = known_failure
         self.health = InfrastructureHealth(max_infrastructure_failures)
         spec = env.spec

@@ -23,7 +23,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 from wmrl_env.env_executors.gym_env import Backend, GymEnvExecutor
 from wmrl_env.fusion import SCREENINGS, RewardFusion
 from wmrl_env.rounds.engine import AnchoredRound
-from wmrl_env.rounds.plan import ANCHOR_PRIORITIES, AnchorSelection
+from wmrl_env.rounds.plan import ANCHOR_PRIORITIES, AnchorSelection, check_known_failure
 from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
@@ -248,10 +248,7 @@ class WorldModelVectorEnv(VectorEnv):
         if failure_score is None:
             failure_score = score_range[0] if score_range is not None else math.nan
         self.failure_score = float(failure_score)
-        if known_failure is not None and self.kind != "outcome":
-            raise ValueError("known_failure needs an outcome task (an action is the artifact)")
-        if known_failure is not None and math.isnan(self.failure_score):
-            raise ValueError("known_failure needs a failure_score (or score_range) to score with")
+        check_known_failure(known_failure, self.kind, self.failure_score)
         self.known_failure = known_failure
         self.health = InfrastructureHealth(max_infrastructure_failures)
         self.update_world_model = update_world_model
