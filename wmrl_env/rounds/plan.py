@@ -59,7 +59,8 @@ class AnchorSelection:
         if self.screening not in SCREENINGS:
             raise ValueError(f"screening must be one of {SCREENINGS}, got {self.screening!r}")
         keep = self.execute_per_group
-        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        integer = isinstance(keep, int | np.integer) and not isinstance(keep, bool)
+        if keep is not None and not (integer and keep >= 1):
             raise ValueError(f"execute_per_group must be an int >= 1 or None, got {keep!r}")
         if self.rng is None:
             self.rng = np.random.default_rng()
