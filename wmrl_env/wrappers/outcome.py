@@ -18,6 +18,10 @@ Data flow of ``step(actions)``:
    as known outcomes (``info["known_status"]``: the gate's status, where it gives one);
 4. the fusion turns world-model and real scores into rewards, weights and advantages.
 
+The draw, screening, forcing and known outcomes are planned by the anchored round's engine
+(:meth:`~wmrl_env.rounds.AnchoredRound.plan`), and the round is finished by it
+(:meth:`~wmrl_env.rounds.AnchoredRound.finish`), as in every integration.
+
 The world model may learn from the round's real scores (``update``), when it has that method
 (:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
 """
