@@ -59,3 +59,5 @@ def test_the_wheel_built_from_the_commit_holds_every_package_file(tmp_path):
     (wheel,) = Path(tmp_path / "dist").glob("wmrl_env-*.whl")
     assert missing(wheel) == []
     assert archive_names(wheel) >= DATA
+    licenses = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("licenses/LICENSE")]
+    assert licenses, "the wheel carries no LICENSE"
