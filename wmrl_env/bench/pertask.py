@@ -14,6 +14,12 @@ one group of ``group_size`` programs per task:
   probabilities; the anchors then teach the world model
   (:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
 
+Every arm's round is an anchored round of the engine
+(:class:`~wmrl_env.rounds.AnchoredRound`): the bench's draw below and its exact inclusion
+probabilities go in as the plan's draw; screening (with the same generator), forced groups
+(a group holding an invalid prediction), the real record and the fusion (the tasks as the
+gate's clusters, the world model's std) are the engine's, as in every integration.
+
 Real scores replay the committed execution table, each execution charged its recorded
 seconds. After every round the run records, on the bank's deploy score
 (:attr:`~wmrl_env.bench.bank.TaskBank.deploy`: the private test where the suite has one,
@@ -62,8 +68,10 @@ from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.factorized import make_policy
 from wmrl_env.bench.pertask_config import PerTaskConfig
 from wmrl_env.bench.records import RunRecord, StepRecord
-from wmrl_env.fusion import RewardFusion, screen_members, ucb_priorities
+from wmrl_env.executors.base import ExecResult, ExecStatus
+from wmrl_env.fusion import RewardFusion, ucb_priorities
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
+from wmrl_env.rounds import AnchoredRound, AnchorSelection
 
 EXECUTING_ARMS = ("real", ANCHORS_ARM)
 
@@ -143,6 +151,14 @@ def run_arm(
     by_upper = config.anchor_draw in ("ucb", "balanced-ucb")
     plain_draw = {"ucb": "random", "balanced-ucb": "balanced"}.get(config.anchor_draw)
     fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    selection = AnchorSelection(
+        ucb_kappa=config.ucb_kappa,
+        execute_per_group=keep or None,
+        screening=config.screening,
+        rng=rng,  # the bench's own draw and screening share one generator
+        uniform_mix=config.balance_mix,
+    )
+    engine = AnchoredRound(fusion, selection=selection, max_infrastructure_failures=0)
     executions = np.zeros(num_tasks, dtype=np.int64)
     best = np.full(num_tasks, -np.inf)  # best reward executed, and its deploy score
     best_deploy = np.full(num_tasks, -np.inf)
@@ -186,49 +202,36 @@ def run_arm(
         group_ids = np.repeat(tasks, group_size)
         truth = bank.scores[group_ids, programs]
         fields: dict[str, Any] = {}
-        if method == "real":
-            executed = np.ones(group_ids.size, dtype=bool)
-            out = fusion.step(group_ids, None, truth)
+        prediction = None
+        if method == "real":  # every group in the batch is executed
+            chosen, pi = np.ones(num_tasks, dtype=bool), np.ones(num_tasks)
         else:
             clock = time.perf_counter()
             prediction = predictions.predict(group_ids, programs)
             totals["wm_seconds"] += time.perf_counter() - clock
-            scores = np.where(prediction.valid, prediction.scores, np.nan)
-            std = np.zeros(scores.shape) if prediction.std is None else prediction.std
             if arm == "wm":
                 chosen, pi = np.zeros(num_tasks, dtype=bool), np.zeros(num_tasks)
             else:
                 upper = None
                 if by_upper:  # tasks are 0..T-1 in order: one priority per task
+                    valid = prediction.valid
+                    valid = np.isfinite(prediction.scores) if valid is None else valid
+                    scores = np.where(valid, prediction.scores, np.nan)
+                    std = np.zeros(scores.shape) if prediction.std is None else prediction.std
                     reference = np.where(executions > 0, best, np.nan)[group_ids]
                     upper = ucb_priorities(group_ids, scores, std, config.ucb_kappa, reference)
                     upper = upper[::group_size]
                 chosen, pi = draw_anchor_tasks(
                     executions, fused_anchors, config.anchor_draw, rng, config.balance_mix, upper
                 )
-            executed, inclusion, screened = chosen[group_ids], pi[group_ids], None
-            if keep and executed.any():
-                members, member_pi = screen_members(
-                    group_ids,
-                    scores + config.ucb_kappa * std,
-                    keep,
-                    rng,
-                    config.screening,
-                    config.balance_mix,
-                )
-                screened, executed = executed & ~members, executed & members
-                inclusion = inclusion * member_pi
-            real = np.where(executed, truth, np.nan)
-            out = fusion.step(
-                group_ids,
-                prediction.scores,
-                real,
-                wm_valid=prediction.valid,
-                inclusion_probabilities=inclusion,
-                screened=screened,
-                wm_std=prediction.std,  # the gate weighs anchor pairs by it
-                clusters=group_ids,  # each task recurs every round: one cluster for the gate
-            )
+        plan = engine.plan(group_ids, prediction, drawn=chosen[group_ids], inclusion=pi[group_ids])
+        executed = plan.execute
+        real = engine.record(group_ids.size)
+        real.add_all(np.flatnonzero(executed), _replayed(truth[executed]))
+        # each task recurs every round: one cluster for the gate
+        finished = engine.finish(plan, real, prediction, clusters=group_ids)
+        out = finished.fusion
+        if prediction is not None:
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])
             metrics = out.metrics
@@ -301,6 +304,11 @@ def within_group_spearman(group_ids: np.ndarray, predicted: np.ndarray, truth: n
     if not varied.any():
         return math.nan
     return float(np.mean((p * t).sum(axis=1)[varied] / norm[varied]))
+
+
+def _replayed(scores: np.ndarray) -> list[ExecResult]:
+    """The execution table's recorded outcomes, as the round's real results."""
+    return [ExecResult("replay", ExecStatus.OK, score=float(score)) for score in scores]
 
 
 def _number(value: Any) -> float:
