@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,8 @@ from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.fusion import RewardFusion, ucb_priorities
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
-from wmrl_env.rounds import AnchoredRound, AnchorSelection
+from wmrl_env.rounds import AnchoredRound, AnchorSelection, FinishedRound
+from wmrl_env.world_models.base import Prediction
 
 EXECUTING_ARMS = ("real", ANCHORS_ARM)
 
@@ -115,6 +117,64 @@ def draw_anchor_tasks(
     return select_anchor_groups(num_tasks, num_anchors, rng, priority, uniform_mix=mix)
 
 
+def fused_anchor_tasks(num_anchors: int, num_tasks: int, group_size: int, keep: int) -> int:
+    """Anchor tasks per round of a fused arm: ``num_anchors``, or with screening (``keep``
+    members of each anchor group) ``round(num_anchors * group_size / keep)`` (at most
+    ``num_tasks``), so that a round executes as many programs as without."""
+    if not keep:
+        return num_anchors
+    return min(num_tasks, round(num_anchors * group_size / keep))
+
+
+def round_engine(
+    fusion: RewardFusion,
+    config: PerTaskConfig,
+    rng: np.random.Generator,
+    keep: int,
+    failure_score: float = math.nan,
+    max_infrastructure_failures: int = 0,
+) -> AnchoredRound:
+    """The anchored-round engine of one run: screening ``keep`` members of each anchor task
+    (0: none) by their upper bound with ``rng``, the generator of the bench's own draw; no
+    breaker by default (the bench replays a table, which never fails)."""
+    selection = AnchorSelection(
+        ucb_kappa=config.ucb_kappa,
+        execute_per_group=keep or None,
+        screening=config.screening,
+        rng=rng,
+        uniform_mix=config.balance_mix,
+    )
+    return AnchoredRound(
+        fusion,
+        failure_score=failure_score,
+        selection=selection,
+        max_infrastructure_failures=max_infrastructure_failures,
+    )
+
+
+def play_round(
+    engine: AnchoredRound,
+    group_ids: np.ndarray,
+    prediction: Prediction | None,
+    chosen: np.ndarray,
+    pi: np.ndarray,
+    run: Callable[[np.ndarray], list[ExecResult]],
+    known: np.ndarray | None = None,
+) -> FinishedRound:
+    """One round of the bench through the engine: the bench's draw (``chosen`` and ``pi``
+    per task; the group ids are the tasks) as the plan's draw, screening and forced groups
+    by the engine, ``run(indices)`` the real results of the samples the plan executes,
+    ``known`` the outcomes known without execution (the bench's table has none), the tasks
+    as the gate's clusters (each task recurs every round: one cluster)."""
+    plan = engine.plan(
+        group_ids, prediction, known, drawn=chosen[group_ids], inclusion=pi[group_ids]
+    )
+    record = engine.record(group_ids.size)
+    todo = np.flatnonzero(plan.execute)
+    record.add_all(todo, run(todo))
+    return engine.finish(plan, record, prediction, clusters=group_ids)
+
+
 def run_arm(
     bank: TaskBank,
     config: PerTaskConfig,
@@ -147,18 +207,11 @@ def run_arm(
     num_anchors = num_anchor_groups(num_tasks, config.anchor_fraction, minimum=1)
     method = "real" if arm in EXECUTING_ARMS else arm
     keep = config.execute_per_group if method not in ("real", "wm") else 0
-    fused_anchors = min(num_tasks, round(num_anchors * group_size / keep)) if keep else num_anchors
+    fused_anchors = fused_anchor_tasks(num_anchors, num_tasks, group_size, keep)
     by_upper = config.anchor_draw in ("ucb", "balanced-ucb")
     plain_draw = {"ucb": "random", "balanced-ucb": "balanced"}.get(config.anchor_draw)
     fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
-    selection = AnchorSelection(
-        ucb_kappa=config.ucb_kappa,
-        execute_per_group=keep or None,
-        screening=config.screening,
-        rng=rng,  # the bench's own draw and screening share one generator
-        uniform_mix=config.balance_mix,
-    )
-    engine = AnchoredRound(fusion, selection=selection, max_infrastructure_failures=0)
+    engine = round_engine(fusion, config, rng, keep)
     executions = np.zeros(num_tasks, dtype=np.int64)
     best = np.full(num_tasks, -np.inf)  # best reward executed, and its deploy score
     best_deploy = np.full(num_tasks, -np.inf)
@@ -224,13 +277,8 @@ def run_arm(
                 chosen, pi = draw_anchor_tasks(
                     executions, fused_anchors, config.anchor_draw, rng, config.balance_mix, upper
                 )
-        plan = engine.plan(group_ids, prediction, drawn=chosen[group_ids], inclusion=pi[group_ids])
-        executed = plan.execute
-        real = engine.record(group_ids.size)
-        real.add_all(np.flatnonzero(executed), _replayed(truth[executed]))
-        # each task recurs every round: one cluster for the gate
-        finished = engine.finish(plan, real, prediction, clusters=group_ids)
-        out = finished.fusion
+        finished = play_round(engine, group_ids, prediction, chosen, pi, _replay(truth))
+        out, executed = finished.fusion, finished.plan.execute
         if prediction is not None:
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])
@@ -306,9 +354,13 @@ def within_group_spearman(group_ids: np.ndarray, predicted: np.ndarray, truth: n
     return float(np.mean((p * t).sum(axis=1)[varied] / norm[varied]))
 
 
-def _replayed(scores: np.ndarray) -> list[ExecResult]:
-    """The execution table's recorded outcomes, as the round's real results."""
-    return [ExecResult("replay", ExecStatus.OK, score=float(score)) for score in scores]
+def _replay(truth: np.ndarray) -> Callable[[np.ndarray], list[ExecResult]]:
+    """Runs samples by the execution table: their recorded outcomes as real results."""
+
+    def run(indices: np.ndarray) -> list[ExecResult]:
+        return [ExecResult("replay", ExecStatus.OK, score=float(truth[i])) for i in indices]
+
+    return run
 
 
 def _number(value: Any) -> float:

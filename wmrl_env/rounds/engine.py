@@ -198,8 +198,9 @@ class AnchoredRound:
         """The plan of a round whose samples' fates were decided one by one outside the
         fusion (verl's reward workers score each sample alone): per sample, its group was
         ``drawn``; it was ``executed`` as evidence (an anchor) with probability
-        ``inclusion``; ``known_scores`` holds the outcomes known without a drawn execution
-        (NaN elsewhere; :func:`~wmrl_env.rounds.sample_outcome` says which)."""
+        ``inclusion`` (read for every sample of an anchor group); ``known_scores`` holds
+        the outcomes known without a drawn execution (NaN elsewhere;
+        :func:`~wmrl_env.rounds.sample_outcome` says which)."""
         ids = np.asarray(group_ids)
         n = ids.shape[0]
         drawn, executed = _mask("drawn", drawn, n), _mask("executed", executed, n)
@@ -212,17 +213,18 @@ class AnchoredRound:
         known = ~np.isnan(known_scores)
         if (executed & known).any():
             raise ValueError("a sample with a known outcome is marked executed")
-        if not ((pi[executed] > 0) & (pi[executed] <= 1)).all():
-            raise ValueError("an executed sample needs an inclusion probability in (0, 1]")
+        anchors = drawn | executed
+        if not ((pi[anchors] > 0) & (pi[anchors] <= 1)).all():
+            raise ValueError("an anchor's sample needs an inclusion probability in (0, 1]")
         status = np.where(known, "known", "").astype(object)
         return RoundPlan(
             ids,
             drawn,
-            drawn | executed,
+            anchors,
             executed,
             known,
             status,
-            np.where(executed, pi, 0.0),
+            np.where(anchors, pi, 0.0),
             known_scores,
             decided_outside=True,
         )
