@@ -34,14 +34,22 @@ from wmrl_env.bench.multiturn import (
     TransferConfig,
     _fmt,
     _make_envs,
-    _mean_interval,
     _obs_array,
 )
 from wmrl_env.envs.ml_tasks import STOP, MLTaskMultiTurnEnv, get_task, task_ids
 from wmrl_env.envs.ml_tasks.simulator import TurnSimulator
 from wmrl_env.envs.ml_tasks.turns import TurnReport, parse_report
 
-__all__ = ["LMTransferConfig", "behaviour", "evaluate_lm", "lm_markdown", "run_lm_transfer"]
+__all__ = [
+    "LMTransferConfig",
+    "behaviour",
+    "evaluate_lm",
+    "lm_markdown",
+    "lm_summary_rows",
+    "run_lm_transfer",
+    "t_interval",
+    "train_lm_arm",
+]
 
 BEHAVIOUR_KEYS: tuple[str, ...] = ("best", "first", "stop_rate", "repeat_rate", "fix_rate")
 
@@ -230,8 +238,9 @@ def run_lm_transfer(
 
 
 def lm_summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per arm, the last checkpoint's figures: mean and normal 95 % interval over seeds, and
-    the paired gain over ``anchors`` (real best score) where it ran."""
+    """Per arm, the last checkpoint's figures: mean and Student-t 95 % interval over seeds
+    (:func:`t_interval`), and the paired gain over ``anchors`` (real best score) where it
+    ran."""
     finals: dict[str, dict[int, dict[str, Any]]] = {}
     for run in results["runs"]:
         finals.setdefault(run["arm"], {})[run["seed"]] = run["checkpoints"][-1]
@@ -243,14 +252,32 @@ def lm_summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"arm": arm, "seeds": len(by_seed)}
         for key in keys:
             values = np.array([c[key] for c in by_seed.values()], dtype=np.float64)
-            row[key] = _mean_interval(values[np.isfinite(values)]) if np.isfinite(
-                values).any() else (math.nan,) * 3  # fmt: skip
+            row[key] = t_interval(values[np.isfinite(values)])
         if "anchors" in finals and arm != "anchors":
             common = sorted(set(by_seed) & set(finals["anchors"]))
             gains = [by_seed[s]["real_best"] - finals["anchors"][s]["real_best"] for s in common]
-            row["gain_over_anchors"] = _mean_interval(np.array(gains))
+            row["gain_over_anchors"] = t_interval(np.array(gains))
         rows.append(row)
     return rows
+
+
+def t_interval(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean and Student-t 95 % interval of ``values`` (NaN bounds below 2 values, all NaN
+    for none): with a handful of seeds the normal quantile would be too narrow.
+
+    >>> [round(v, 3) for v in t_interval(np.array([1.0, 2.0, 3.0]))]
+    [2.0, -0.484, 4.484]
+    """
+    if values.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(values.mean())
+    if values.size < 2:
+        return mean, math.nan, math.nan
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.975, values.size - 1)) * float(values.std(ddof=1))
+    half /= math.sqrt(values.size)
+    return mean, mean - half, mean + half
 
 
 def lm_markdown(results: dict[str, Any]) -> str:
@@ -259,19 +286,20 @@ def lm_markdown(results: dict[str, Any]) -> str:
     rows = lm_summary_rows(results)
     lines = [
         f"Held-out tasks ({config['heldout_tasks'] or 'all'}), best score of a sampled "
-        f"{config['max_turns']}-turn episode written by the code LM (mean [95 % interval] over "
-        f"{config['seeds']} seeds; real = replayed or live executions):",
+        f"{config['max_turns']}-turn episode written by the code LM (mean [Student-t 95 % "
+        "interval] over seeds; real = replayed or live executions):",
         "",
-        "| arm | real executions | real score | simulated score | sim - real | "
+        "| arm | seeds | real executions | real score | simulated score | sim - real | "
         "gain over anchors (paired) |",
-        "|---|---|---|---|---|---|",
-        f"| cloned LM, no GRPO | 0 | {untrained['real_best']:.3f} | {untrained['sim_best']:.3f} "
-        f"| {untrained['sim_minus_real']:+.3f} | |",
+        "|---|---|---|---|---|---|---|",
+        f"| cloned LM, no GRPO | | 0 | {untrained['real_best']:.3f} "
+        f"| {untrained['sim_best']:.3f} | {untrained['sim_minus_real']:+.3f} | |",
     ]
     for row in rows:
         gain = row.get("gain_over_anchors")
         lines.append(
-            f"| {row['arm']} | {row['real_executions'][0]:.0f} | {_fmt(row['real_best'])} "
+            f"| {row['arm']} | {row['seeds']} | {row['real_executions'][0]:.0f} "
+            f"| {_fmt(row['real_best'])} "
             f"| {_fmt(row['sim_best'])} | {_fmt(row['sim_minus_real'], signed=True)} "
             f"| {'' if gain is None else _fmt(gain, signed=True)} |"
         )
