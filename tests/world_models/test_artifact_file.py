@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from wmrl_env.world_models.artifact_file import read_state, write_state
-from wmrl_env.world_models.task_residual import ResidualPrior
+from wmrl_env.world_models.programs.task_residual import ResidualPrior
 
 
 def test_a_state_comes_back_equal_with_its_types(tmp_path):
@@ -48,3 +51,39 @@ def test_a_file_that_is_not_a_state_is_refused(tmp_path):
     np.savez(tmp_path / "other.npz", header=np.array('{"format": "other"}'))
     with pytest.raises(ValueError, match="not a saved world-model state"):
         read_state(tmp_path / "other.npz")
+
+
+@pytest.mark.parametrize(
+    "named", ["wmrl_env.world_models.no_such_module:TreeEnsemble", "wmrl_env.world_models:Nothing"]
+)
+def test_a_state_naming_a_class_this_version_lacks_is_refused_clearly(named, tmp_path):
+    header = {"format": "wmrl-state", "container": 1}
+    header["state"] = {"x": {"dataclass": named, "fields": {}}}
+    np.savez(tmp_path / "old.npz", header=np.array(json.dumps(header)))
+    with pytest.raises(ValueError, match="which this version of wmrl_env does not have"):
+        read_state(tmp_path / "old.npz")
+
+
+def test_a_state_saved_before_the_program_models_moved_still_loads(tmp_path):
+    """Release 0.2.0 wrote ``wmrl_env.world_models.task_residual`` (now under ``programs``)."""
+    prior = ResidualPrior(0.1, 0.2, 0.3, np.array([1.0, 2.0]), np.array([0, 1]), np.ones(2))
+    path = write_state({"prior": prior}, tmp_path / "state.npz")
+    with np.load(path) as stored:
+        arrays = {name: stored[name] for name in stored.files if name != "header"}
+        header = str(stored["header"]).replace(".programs.task_residual", ".task_residual")
+    assert '"wmrl_env.world_models.task_residual:ResidualPrior"' in header
+    np.savez(tmp_path / "old.npz", header=np.array(header), **arrays)
+    loaded = read_state(tmp_path / "old.npz")["prior"]
+    assert isinstance(loaded, ResidualPrior)
+    np.testing.assert_array_equal(loaded.block_signal, prior.block_signal)
+
+
+def test_the_committed_artifacts_name_classes_that_exist():
+    """Every dataclass a pretrained artifact names imports (a module moved without its
+    artifacts rewritten fails here, not at a user's first load)."""
+    import wmrl_env.world_models.programs.ml_default as ml_default
+
+    files = sorted(Path(ml_default.__file__).parent.joinpath("pretrained").glob("*.npz"))
+    assert len(files) == 4
+    for path in files:
+        assert read_state(path)
