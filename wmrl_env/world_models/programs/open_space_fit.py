@@ -3,8 +3,8 @@ see.
 
 :func:`fit_open_space` fits the status model, the reward prior of one design
 (:data:`~.open_space.DESIGNS`), the posterior's block variances (maximum marginal
-likelihood on out-of-fold residuals: each task, or each family's tasks, predicted by a
-prior fitted without it) and the std scale (±1σ covering 68 % of those residuals around the
+likelihood on out-of-fold residuals: each seed's tasks, or each family's, predicted by a
+prior fitted without them) and the std scale (±1σ covering 68 % of those residuals around the
 posterior given 0 to 4 random anchor groups). :func:`evaluate_task` reads a fitted model on
 one task's executions: within-task Spearman against the reward zero-shot and after anchor
 groups, ±1σ coverage, failure AUC and status accuracy.
@@ -13,7 +13,7 @@ Example:
     >>> from wmrl_env.world_models.programs.open_space_data import (
     ...     default_pretraining_table, pool_training_rows)
     >>> rows = pool_training_rows(default_pretraining_table(),
-    ...                           tasks=["hr_missing_s1", "hr_periodic_s1", "hr_outliers_s1"])
+    ...                           tasks=["hr_missing_s1", "hr_periodic_s2", "hr_outliers_s1"])
     >>> model = fit_open_space(rows, "ridge")
     >>> model.design, model.std_scale > 0
     ('ridge', True)
@@ -58,6 +58,11 @@ COVERAGE = 0.6827
 def family_of(task_id: str) -> str:
     """``hr_<family>_s<seed>`` -> family."""
     return task_id[3:].rsplit("_s", 1)[0]
+
+
+def seed_of(task_id: str) -> str:
+    """``hr_<family>_s<seed>`` -> seed."""
+    return task_id.rsplit("_s", 1)[1]
 
 
 def training_matrix(rows: TrainingRows) -> np.ndarray:
@@ -129,19 +134,20 @@ def fit_open_space(
     rows: TrainingRows,
     design: str = "boost_factored",
     *,
-    residual_folds: str = "task",
+    residual_folds: str = "seed",
     seed: int = 0,
     draws: int = 10,
 ) -> OpenSpaceWorldModel:
     """World model v4 of ``design`` fitted on ``rows`` (see the module doc); the residuals
-    behind the posterior's prior and the std come from leaving out one task at a time
-    (``residual_folds="task"``: the situation of a new task of a known family) or one
-    family (``"family"``)."""
-    if residual_folds not in ("task", "family"):
-        raise ValueError(f"residual_folds must be 'task' or 'family', got {residual_folds!r}")
+    behind the posterior's prior and the std come from leaving out one seed's tasks at a
+    time (``residual_folds="seed"``: each task predicted with its family's other seeds in
+    training, the situation of a new task of a known family) or one family's
+    (``"family"``)."""
+    if residual_folds not in ("seed", "family"):
+        raise ValueError(f"residual_folds must be 'seed' or 'family', got {residual_folds!r}")
     x = training_matrix(rows)
     task_ids = np.array(rows.task_ids)
-    folds = task_ids if residual_folds == "task" else np.array([family_of(t) for t in task_ids])
+    folds = np.array([(seed_of if residual_folds == "seed" else family_of)(t) for t in task_ids])
     blocks = program_blocks()
     # out-of-fold residuals: each fold's tasks predicted by a prior fitted without them
     residuals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -158,8 +164,8 @@ def fit_open_space(
             residuals[task] = (fold.z_rows(x[members]), rows.reward[members] - expected)
     if len(residuals) < 2:
         raise ValueError(
-            "fitting v4 needs at least two pretraining tasks (of two families "
-            "with residual_folds='family')"
+            "fitting v4 needs pretraining tasks of two seeds (of two families with "
+            "residual_folds='family')"
         )
     prior = fit_blocks(list(residuals.values()), blocks)
     rng = np.random.default_rng(seed)

@@ -28,7 +28,7 @@ from wmrl_env.world_models.programs.open_space_fit import evaluate_task, family_
 __all__ = ["cross_validate", "selection_markdown"]
 
 SCHEMES = ("task", "family")
-RESIDUAL_FOLDS = ("task", "family")
+RESIDUAL_FOLDS = ("seed", "family")
 
 
 def _split(rows: TrainingRows, keep: set[str]) -> TrainingRows:
