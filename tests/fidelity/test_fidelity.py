@@ -230,7 +230,7 @@ def test_the_cli_on_the_pool_table_measures_v4(tmp_path, capsys) -> None:
     from wmrl_env.bench.pool_suite import default_pool_table
     from wmrl_env.envs.ml_tasks.pool import read_pool
     from wmrl_env.fidelity import pool_cases
-    from wmrl_env.world_models.ml_default import load_ml_world_model
+    from wmrl_env.world_models.programs.ml_default import load_ml_world_model
 
     keep = {"hr_missing_s0", "hr_periodic_s0"}
     rows = [r for r in read_pool(default_pool_table()) if r["task_id"] in keep]

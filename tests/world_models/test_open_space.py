@@ -11,12 +11,12 @@ from wmrl_env.envs.ml_tasks.grammar import FAMILIES, GrammarProgram, sample_prog
 from wmrl_env.envs.ml_tasks.headroom import headroom_task
 from wmrl_env.testing import WorldModelContract
 from wmrl_env.world_models.artifact_file import read_state, write_state
-from wmrl_env.world_models.ml_default import OPEN_SPACE_ARTIFACTS, load_ml_world_model
 from wmrl_env.world_models.programs.grammar_features import (
     PROGRAM_COLUMNS,
     parse_program,
     program_vector,
 )
+from wmrl_env.world_models.programs.ml_default import OPEN_SPACE_ARTIFACTS, load_ml_world_model
 from wmrl_env.world_models.programs.open_space import OpenSpaceWorldModel
 from wmrl_env.world_models.programs.open_space_data import (
     default_pretraining_table,

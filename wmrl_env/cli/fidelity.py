@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
 
 def load_world_model(spec: str) -> Any:
     """``v2`` / ``v3`` / ``v4``, or ``module:function`` called with no argument."""
-    from wmrl_env.world_models.ml_default import VERSIONS, load_ml_world_model
+    from wmrl_env.world_models.programs.ml_default import VERSIONS, load_ml_world_model
 
     if spec in VERSIONS:
         return load_ml_world_model(spec)

@@ -7,7 +7,7 @@ Three parts, each fitted on a pretraining pool table (never on a held-out task):
    hyperparameter as a number, read from the program's estimator calls, beside the task's
    meta-features (:mod:`~.open_space_tasks`) and the width the feature step makes.
 2. **A pretrained prior**: a status model (how a run ends: ``ok``, a crash and its class,
-   a timeout; :class:`~wmrl_env.world_models.status_model.StatusModel`) and a prediction of
+   a timeout; :class:`~wmrl_env.world_models.programs.status_model.StatusModel`) and a prediction of
    the reward (validation score normalised per task, a failed run 0). The reward is one of
    the designs of :data:`DESIGNS`, chosen by cross-validation over pretraining tasks.
 3. **A per-task posterior** (:mod:`~.residual_regression`): Bayesian linear regression of
@@ -21,7 +21,7 @@ a failure score, the pre-gate's certain answers). Saved as one ``.npz`` state fi
 pickle).
 
 Example:
-    >>> from wmrl_env.world_models.ml_default import load_ml_world_model
+    >>> from wmrl_env.world_models.programs.ml_default import load_ml_world_model
     >>> from wmrl_env.envs.ml_tasks.headroom import headroom_task
     >>> from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
     >>> model = load_ml_world_model("v4")
@@ -44,17 +44,17 @@ import numpy as np
 from wmrl_env.world_models.artifact_file import is_state_file, read_state, write_state
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
-from wmrl_env.world_models.pretraining import one_thread
 from wmrl_env.world_models.programs.grammar_features import (
     PROGRAM_COLUMNS,
     parse_program,
     program_vector,
 )
 from wmrl_env.world_models.programs.open_space_tasks import TASK_COLUMNS, task_vector
+from wmrl_env.world_models.programs.pretraining import one_thread
 from wmrl_env.world_models.programs.residual_regression import BlockPrior, ResidualPosterior
-from wmrl_env.world_models.status_model import StatusModel
+from wmrl_env.world_models.programs.status_model import StatusModel
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
 from wmrl_env.world_models.text import as_text, check_batch, check_real_scores, text_key
-from wmrl_env.world_models.tree_ensemble import TreeEnsemble
 
 __all__ = ["COLUMNS", "DESIGNS", "FORMAT_VERSION", "OpenSpaceWorldModel", "program_blocks"]
 
@@ -241,7 +241,7 @@ class OpenSpaceWorldModel:
         std = np.where(ok, std / p_ok, np.nan)
         gate = self.pre_gate
         if gate is None:
-            from wmrl_env.world_models.ml_default import ml_pre_gate
+            from wmrl_env.world_models.programs.ml_default import ml_pre_gate
 
             gate = self.pre_gate = ml_pre_gate()
         answer = gate.answer(programs, parses=[bool(o) or _compiles(p) for o, p in

@@ -84,7 +84,7 @@ def measure_heldout(model: Any, table: str | Path | None = None) -> dict[str, An
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from wmrl_env.world_models.ml_default import load_ml_world_model
+    from wmrl_env.world_models.programs.ml_default import load_ml_world_model
 
     parser = argparse.ArgumentParser(
         prog="python -m wmrl_env.world_models.programs.open_space_build",

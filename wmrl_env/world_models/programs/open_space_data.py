@@ -43,7 +43,7 @@ class TrainingRows:
     descriptions: tuple[str, ...]
     programs: tuple[str, ...]
     labels: tuple[str, ...]
-    """:func:`~wmrl_env.world_models.status_model.status_label` of each execution"""
+    """:func:`~wmrl_env.world_models.programs.status_model.status_label` of each execution"""
     score: np.ndarray
     """normalised validation score given ``ok`` (NaN otherwise)"""
 
@@ -69,7 +69,7 @@ def pool_training_rows(
     from wmrl_env.envs.ml_tasks.pool import POOL_TASKS, read_pool
     from wmrl_env.envs.ml_tasks.scoring import METRICS, normalised_score
     from wmrl_env.world_models.outcomes import observed_status
-    from wmrl_env.world_models.status_model import status_label
+    from wmrl_env.world_models.programs.status_model import status_label
 
     rows = [r for r in read_pool(path) if r["status"] != "error"]
     available = sorted({r["task_id"] for r in rows})

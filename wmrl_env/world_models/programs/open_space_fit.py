@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wmrl_env.world_models.pretraining import fit_booster, one_thread
 from wmrl_env.world_models.programs.grammar_features import (
     PROGRAM_COLUMNS,
     parse_program,
@@ -39,12 +38,13 @@ from wmrl_env.world_models.programs.open_space import (
 )
 from wmrl_env.world_models.programs.open_space_data import TrainingRows
 from wmrl_env.world_models.programs.open_space_tasks import task_vector
+from wmrl_env.world_models.programs.pretraining import fit_booster, one_thread
 from wmrl_env.world_models.programs.residual_regression import (
     BlockPrior,
     ResidualPosterior,
     fit_blocks,
 )
-from wmrl_env.world_models.status_model import StatusModel
+from wmrl_env.world_models.programs.status_model import StatusModel
 
 __all__ = ["ANCHOR_GROUPS", "GROUP_SIZE", "evaluate_task", "family_of", "fit_open_space",
            "training_matrix"]  # fmt: skip
