@@ -163,3 +163,16 @@ def test_status_model_knows_missing_values_break_models_without_an_imputer() -> 
     outcome = load_ml_world_model("v4").predict_outcomes([task.description] * 2, [bare, imputed])
     assert outcome.p_fail[0] > 0.5 > outcome.p_fail[1]
     assert outcome.status().tolist() == ["crashed", "ok"]
+
+
+def test_only_the_grammars_own_text_skips_the_compile_check() -> None:
+    """A program the grammar renders is valid by construction; the same text with a comment
+    is read the same (compiled once), and with a syntax error it does not parse, although
+    its estimator calls are all there."""
+    model = load_ml_world_model("v4")
+    text = sample_programs(1, seed=8)[0].render(TASK.kind)
+    variants = [text, text + "# a note\n", text + "x = (\n"]
+    outcome = model.predict_outcomes([TASK.description] * 3, variants)
+    assert outcome.known.tolist() == [False, False, True]
+    assert outcome.status()[2] == "does_not_parse"
+    assert outcome.expected_reward[0] == outcome.expected_reward[1]

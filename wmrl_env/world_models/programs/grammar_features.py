@@ -41,6 +41,7 @@ __all__ = [
     "FAMILY_OF_CLASS",
     "PROGRAM_COLUMNS",
     "ParsedProgram",
+    "grammar_point",
     "parse_program",
     "program_vector",
 ]
@@ -246,3 +247,32 @@ def program_vector(parsed: ParsedProgram) -> np.ndarray:
         put("svm.log_gamma", 0.0 if scale else _log(gamma, 1.0))
         put("svm.scale_gamma", float(scale))
     return row
+
+
+def grammar_point(parsed: ParsedProgram, kind: str) -> Any:
+    """The grammar's program (:class:`~wmrl_env.envs.ml_tasks.grammar.GrammarProgram`) this
+    parse names on a task of ``kind``, or ``None`` when a value is off the grammar's grid
+    (the caller compares its rendering with the text: equal text is the grammar's own)."""
+    from wmrl_env.envs.ml_tasks.grammar import FAMILIES as GRID
+    from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
+
+    features = {"spline": f"spline{parsed.spline_knots:g}", "select": "select50"}.get(
+        parsed.features, parsed.features
+    )
+    values = []
+    for name, options in GRID[parsed.model].grid:
+        if name == "strength":
+            if kind == "regression":
+                alpha = parsed.params.get("alpha")
+                if alpha not in options:
+                    return None
+                values.append(options[len(options) - 1 - options.index(alpha)])
+            else:
+                values.append(parsed.params.get("C"))
+        else:
+            values.append(parsed.params.get(name))
+    try:
+        return GrammarProgram(parsed.imputer, parsed.transform, features, parsed.model,
+                              tuple(values))  # fmt: skip
+    except ValueError:
+        return None

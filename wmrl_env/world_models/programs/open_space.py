@@ -46,6 +46,7 @@ from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
 from wmrl_env.world_models.programs.grammar_features import (
     PROGRAM_COLUMNS,
+    grammar_point,
     parse_program,
     program_vector,
 )
@@ -174,9 +175,12 @@ class OpenSpaceWorldModel:
 
     def _featurize(self, context: Any, program: str) -> np.ndarray | None:
         parsed = parse_program(program)
-        if parsed is None or not _compiles(program):
+        if parsed is None:
             return None
-        return feature_row(program_vector(parsed), task_vector(as_text(context)))
+        task = task_vector(as_text(context))
+        if not (_rendered(parsed, program, task) or _compiles(program)):
+            return None
+        return feature_row(program_vector(parsed), task)
 
     # ------------------------------------------------------------------ prior
     def prior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -353,6 +357,17 @@ class OpenSpaceWorldModel:
             score_range=tuple(state["score_range"]),
             pretraining_tasks=tuple(state["pretraining_tasks"]),
         )
+
+
+def _rendered(parsed: Any, program: str, task: np.ndarray) -> bool:
+    """Whether ``program`` is exactly the grammar's rendering of its parse (valid Python by
+    construction: no compile needed)."""
+    kinds = [k for k in ("binary", "multiclass", "regression")
+             if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
+    if len(kinds) != 1:
+        return False
+    point = grammar_point(parsed, kinds[0])
+    return point is not None and point.render(kinds[0]) == program
 
 
 def _compiles(program: str) -> bool:
