@@ -55,7 +55,13 @@ from wmrl_env.world_models.programs.pretraining import one_thread
 from wmrl_env.world_models.programs.residual_regression import BlockPrior, ResidualPosterior
 from wmrl_env.world_models.programs.status_model import StatusModel
 from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
-from wmrl_env.world_models.text import as_text, check_batch, check_real_scores, text_key
+from wmrl_env.world_models.text import (
+    as_text,
+    check_batch,
+    check_real_scores,
+    forget_task,
+    text_key,
+)
 
 __all__ = ["COLUMNS", "DESIGNS", "FORMAT_VERSION", "OpenSpaceWorldModel", "program_blocks"]
 
@@ -294,13 +300,7 @@ class OpenSpaceWorldModel:
 
     def reset_task(self, context: Any | None = None) -> None:
         """Forget one task's anchors (every task's when ``context`` is None)."""
-        if context is None:
-            self._anchors.clear()
-            self._posteriors.clear()
-            return
-        key = text_key(as_text(context))
-        self._anchors.pop(key, None)
-        self._posteriors.pop(key, None)
+        forget_task(context, self._anchors, self._posteriors)
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict[str, Any]:
