@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_env.envs.ml_tasks.features import LANDMARKS
+
 __all__ = ["TASK_COLUMNS", "task_vector"]
 
 TASK_COLUMNS: tuple[str, ...] = (
@@ -39,12 +41,7 @@ TASK_COLUMNS: tuple[str, ...] = (
     "negative_columns_share",
     "categorical_columns_share",
     "log_scale_spread",
-    "landmark_1nn",
-    "landmark_stump",
-    "landmark_linear",
-    "landmark_knn",
-    "landmark_forest",
-    "landmark_svm",
+    *LANDMARKS,
 )
 """The task features the model reads (names of :data:`~wmrl_env.envs.ml_tasks.features.
 TASK_FEATURE_NAMES`)."""
