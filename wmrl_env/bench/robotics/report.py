@@ -195,6 +195,9 @@ def summarise_predictor(rows: Sequence[dict]) -> list[dict]:
                 "brier": mean("round", "brier"),
                 "mean_prediction": mean("round", "mean_prediction"),
                 "success_rate": mean("round", "success_rate"),
+                "progress_coverage": mean("round", "progress_coverage"),
+                "progress_rmse": mean("round", "progress_rmse"),
+                "progress_std": mean("round", "progress_std"),
             }
         )
     return out
@@ -220,4 +223,20 @@ def predictor_markdown(summary: Sequence[dict]) -> str:
             f"| {row['pooled_within_group_auc']:.3f} | {row['brier']:.3f} "
             f"| {row['mean_prediction']:.3f} | {row['success_rate']:.3f} |"
         )
+    progress = [row for row in summary if np.isfinite(row.get("progress_coverage", np.nan))]
+    if progress:
+        lines += [
+            "",
+            "Progress model on the round's real episodes before it learns them (mean over "
+            "seeds): RMSE against the progress labels, mean predicted std, share of labels "
+            "within one predicted std:",
+            "",
+            "| arm | round | seeds | RMSE | mean std | within 1 std |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {row['arm']} | {row['step']} | {row['seeds']} | {row['progress_rmse']:.3f} "
+            f"| {row['progress_std']:.3f} | {row['progress_coverage']:.3f} |"
+            for row in progress
+        ]
     return "\n".join(lines)
