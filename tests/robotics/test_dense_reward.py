@@ -105,6 +105,7 @@ def test_end_round_checks_then_updates_and_calibrates() -> None:
     assert 0.0 <= check["progress_coverage"] <= 1.0 and check["progress_rmse"] > 0
     assert check["calibration"]["calibration"] == "affine" and check["calibration"]["slope"] > 0
     assert len(scorer.model.states) == before + 8 and not scorer.episodes
+    assert check["progress_episodes"] == before + 8
     assert scorer.end_round() is None
     # the calibration maps progress made to the success scale: increasing, from about 0
     # (the failures' progress) to about 1 (the successes'; the calibrator's tie-break may

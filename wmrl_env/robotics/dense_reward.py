@@ -98,9 +98,9 @@ class ProgressReward:
     def end_round(self) -> dict[str, Any] | None:
         """The round's on-policy check (predicted final progress against success, pooled and
         within starts: episodes with the same start state; the progress labels' coverage by
-        the predicted std, :meth:`ProgressModel.check`), then the update and the
-        recalibration (its fit after this round under ``"calibration"``); ``None`` when no
-        episode ended."""
+        the predicted std, :meth:`ProgressModel.check`), then the update (the episodes the
+        model has learnt from under ``"progress_episodes"``) and the recalibration (its fit
+        after this round under ``"calibration"``); ``None`` when no episode ended."""
         from wmrl_env.bench.robotics.predictor_check import predictor_check
 
         with self._lock:
@@ -114,6 +114,7 @@ class ProgressReward:
         check = {**predictor_check(finals, success, groups).to_dict(), **self.model.check(episodes)}
         if self.update:
             self.model.update(episodes)
+        check["progress_episodes"] = len(self.model.states)  # learnt from, after the update
         if self.calibrator is not None:
             starts = self.progress(np.stack([states[0] for states, _ in episodes]))
             made = self.progress(np.stack([states[-1] for states, _ in episodes])) - starts
