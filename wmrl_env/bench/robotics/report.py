@@ -40,6 +40,7 @@ __all__ = [
     "COST",
     "RobotSummary",
     "markdown",
+    "paired_markdown",
     "pass_at",
     "predictor_markdown",
     "references_markdown",
@@ -116,6 +117,45 @@ def markdown(summary: RobotSummary) -> str:
             f"| {delta:+.3f}{_interval(delta_ci, '+')} | {s.real_steps:,.0f} "
             f"| {s.real_executions:,.0f} | {s.real_exec_seconds:,.1f} | {_gain_text(s)} "
             f"| {' | '.join(speedups)} | {s.wall_seconds:.0f} | {s.wm_seconds:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def paired_markdown(runs: Sequence[RunRecord], reference: str = "real") -> str:
+    """Each arm's final success minus ``reference``'s on the same seeds (the arms of a seed
+    share its base policy, starts and held-out starts), mean and 95 % t-interval over the
+    seeds both ran, with the mean real steps of each; empty without ``reference`` runs.
+
+    >>> from wmrl_env.bench.records import StepRecord
+    >>> def run(arm, seed, final):
+    ...     return RunRecord(arm, seed, [StepRecord(0, true_score=0.4),
+    ...                                  StepRecord(1, real_steps=100, true_score=final)])
+    >>> print(paired_markdown([run("real", 0, 0.5), run("dense", 0, 0.7)]).splitlines()[-1])
+    | dense | 1 | +0.200 | 100 | 100 |
+    """
+    finals: dict[str, dict[int, RunRecord]] = defaultdict(dict)
+    for run in runs:
+        finals[run.arm][run.seed] = run
+    if reference not in finals:
+        return ""
+    lines = [
+        f"Final held-out success minus `{reference}`'s on the same seeds (95 % CI over seeds):",
+        "",
+        f"| arm | seeds | final minus `{reference}`'s | real steps | `{reference}`'s real steps |",
+        "|---|---|---|---|---|",
+    ]
+    base = finals[reference]
+    for arm, by_seed in finals.items():
+        seeds = sorted(set(by_seed) & set(base))
+        if arm == reference or not seeds:
+            continue
+        diffs = [by_seed[s].final_true_score - base[s].final_true_score for s in seeds]
+        ci = confidence_interval(diffs, bounds=(-1, 1))
+        steps = np.mean([by_seed[s].steps[-1].real_steps for s in seeds])
+        base_steps = np.mean([base[s].steps[-1].real_steps for s in seeds])
+        lines.append(
+            f"| {arm} | {len(seeds)} | {np.mean(diffs):+.3f}{_interval(ci, '+')} "
+            f"| {steps:,.0f} | {base_steps:,.0f} |"
         )
     return "\n".join(lines)
 
