@@ -21,8 +21,8 @@ import numpy as np
 from bench_world_models import table_pairs
 from scipy.stats import spearmanr
 
-from wmrl_env.world_models.encoder import TextEncoder
-from wmrl_env.world_models.heads import make_head
+from wmrl_env.world_models.embeddings.encoder import TextEncoder
+from wmrl_env.world_models.embeddings.heads import make_head
 
 
 def within_task_spearman(predicted: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> float:

@@ -55,9 +55,9 @@ N_TEST = N_CALIBRATION = 400
 
 
 def make_scorer(model_dir: str, learning_rate: float, **online):
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.online_lora import OnlineLoraConfig
-    from wmrl_env.world_models.prompting import ScorePrompt
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.online_lora import OnlineLoraConfig
+    from wmrl_env.world_models.lm.prompting import ScorePrompt
 
     return CausalLMScorer(
         model_dir,
@@ -75,7 +75,7 @@ def coverage(real: np.ndarray, scores: np.ndarray, std: np.ndarray) -> list[floa
 def learning_curve(model_dir: str, seed: int, rounds: list[int], learning_rate: float) -> dict:
     """Accuracy and coverage after each number of rounds, for one model seed."""
     from wmrl_env.world_models.conformal_std import ConformalStd
-    from wmrl_env.world_models.tiny_lm import keyword_task
+    from wmrl_env.world_models.lm.tiny_lm import keyword_task
 
     rng = np.random.default_rng(10_000 + seed)
     contexts, artifacts, real, level = keyword_task(N_TEST, rng)
@@ -113,7 +113,7 @@ def learning_curve(model_dir: str, seed: int, rounds: list[int], learning_rate: 
 def forgetting(model_dir: str, seed: int, learning_rate: float, rounds: int = 8) -> dict:
     """MSE on the first phase's functions after it and after a second phase on the others,
     with and without replay."""
-    from wmrl_env.world_models.tiny_lm import keyword_task
+    from wmrl_env.world_models.lm.tiny_lm import keyword_task
 
     first, second = ("sorted", "print"), ("reversed", "max")
     out = {}
@@ -153,7 +153,7 @@ def ml_tasks(model_dir: str, n_tasks: int, repeats: int, learning_rate: float) -
     """bench_world_models.py's anchors protocol on the first ``n_tasks`` held-out tasks."""
     from bench_world_models import POLICIES, within_task_metrics
 
-    from wmrl_env.world_models.ml_default import pretraining_tasks, table_training_pairs
+    from wmrl_env.world_models.programs.ml_default import pretraining_tasks, table_training_pairs
 
     tasks = pretraining_tasks("heldout")[:n_tasks]
     pairs = table_training_pairs(tasks)
@@ -169,7 +169,7 @@ def ml_tasks(model_dir: str, n_tasks: int, repeats: int, learning_rate: float) -
 
 def update_cost(model_dir: str, learning_rate: float) -> dict:
     """Seconds per update() for several anchor counts (after a warm-up update)."""
-    from wmrl_env.world_models.tiny_lm import keyword_task
+    from wmrl_env.world_models.lm.tiny_lm import keyword_task
 
     rng = np.random.default_rng(0)
     scorer = make_scorer(model_dir, learning_rate)
@@ -210,7 +210,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+    from wmrl_env.world_models.lm.tiny_lm import build_tiny_causal_lm
 
     torch.set_num_threads(1)  # on a shared machine more threads only contend
     out = Path(args.out)

@@ -73,7 +73,7 @@ def lift_episodes(episodes: int, steps: int, seed: int) -> list[dict[str, np.nda
 
 
 def horizon_benchmark(args: argparse.Namespace) -> None:
-    from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
+    from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig, EnsembleDynamicsModel
 
     started = time.perf_counter()
     episodes = lift_episodes(args.episodes + args.held_out, args.steps, seed=0)
@@ -168,7 +168,7 @@ def timing_setups(args: argparse.Namespace) -> dict[str, Any]:
     from wmrl_env.envs.libero import make_libero_env
     from wmrl_env.envs.robosuite import RobosuiteEnv
     from wmrl_env.integrations.vla import ActionChunking
-    from wmrl_env.world_models.dynamics import (
+    from wmrl_env.world_models.dynamics.ensemble import (
         EnsembleConfig,
         EnsembleDynamicsModel,
         TorchDynamicsAdapter,

@@ -77,10 +77,10 @@ def time_predict(model, contexts, artifacts, batch: int) -> float:
 
 
 def throughput(out: Path) -> dict:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
-    from wmrl_env.world_models.encoder import TextEncoder
-    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.encoder import TextEncoder
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.tiny_lm import build_tiny_causal_lm
 
     train_c, train_a = task_texts(32, seed=0)
     regressor = EmbeddingRegressor(TextEncoder()).fit(
@@ -142,9 +142,9 @@ def evaluate(name: str, predicted: np.ndarray, std: np.ndarray | None, real: np.
 
 
 def heldout(out: Path) -> dict:
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
-    from wmrl_env.world_models.encoder import TextEncoder
-    from wmrl_env.world_models.heads import HEADS
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.encoder import TextEncoder
+    from wmrl_env.world_models.embeddings.heads import HEADS
 
     train_c, train_a, train_y, _ = table_pairs("train")
     test_c, test_a, test_y, _ = table_pairs("heldout")
@@ -198,8 +198,8 @@ POLICIES = ("uniform", "on_policy")
 def anchor_draw(policy: str, real: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Positions of ``n`` anchors among a task's programs: ``uniform`` (distinct, random) or
     ``on_policy`` (with repeats, from a softmax policy concentrated on a few good programs:
-    :func:`~wmrl_env.world_models.program_profile.on_policy_draw`)."""
-    from wmrl_env.world_models.program_profile import on_policy_draw
+    :func:`~wmrl_env.world_models.programs.program_profile.on_policy_draw`)."""
+    from wmrl_env.world_models.programs.program_profile import on_policy_draw
 
     if policy == "uniform":
         return rng.permutation(len(real))[:n]
@@ -289,7 +289,7 @@ def program_throughput(model, contexts: list[str], batch: int = 256, rounds: int
 
 def anchors(out: Path, versions: list[str], repeats: int, fit_split: str) -> dict:
     """World models v2 and v3 side by side on the held-out tasks (see the module doc)."""
-    from wmrl_env.world_models.ml_default import (
+    from wmrl_env.world_models.programs.ml_default import (
         pretrain_ml_world_model,
         pretraining_tasks,
         table_training_pairs,
@@ -323,7 +323,7 @@ def anchors(out: Path, versions: list[str], repeats: int, fit_split: str) -> dic
 
 def committed_throughput(versions: list[str]) -> dict:
     """:func:`program_throughput` of the committed ML world models, one after the other."""
-    from wmrl_env.world_models.ml_default import load_ml_world_model, pretraining_tasks
+    from wmrl_env.world_models.programs.ml_default import load_ml_world_model, pretraining_tasks
 
     contexts = [get_description(task) for task in pretraining_tasks("heldout")]
     results = {}

@@ -33,12 +33,12 @@ GROUPS = (0, 1, 2, 4, 8)
 
 def score_matrices() -> dict:
     """Real scores and pretrained levels, tasks x 72 grid programs (NaN: not run)."""
-    from wmrl_env.world_models.ml_default import (
+    from wmrl_env.world_models.programs.ml_default import (
         new_ml_world_model,
         pretraining_tasks,
         table_training_pairs,
     )
-    from wmrl_env.world_models.pretraining import fit_booster, one_thread
+    from wmrl_env.world_models.programs.pretraining import fit_booster, one_thread
     from wmrl_env.world_models.text import text_key
 
     model = new_ml_world_model("v3")
@@ -78,7 +78,7 @@ def gp_mean(cov: np.ndarray, mean: np.ndarray, noise: float, idx, residual, coun
 
 def methods(attributes: np.ndarray, oracle: np.ndarray) -> dict[str, Callable]:
     """name -> (pretraining residual matrix -> predictor(level, anchors, residuals, counts))."""
-    from wmrl_env.world_models.program_covariance import fit_program_covariance
+    from wmrl_env.world_models.programs.program_covariance import fit_program_covariance
 
     def gp(shrinkage=0.5, noise_share=0.01, eb=False, rank=None, bias=0.0, use_oracle=False):
         def make(residuals):
@@ -153,7 +153,7 @@ def methods(attributes: np.ndarray, oracle: np.ndarray) -> dict[str, Callable]:
 
 
 def evaluate(predict, real, level, repeats: int, seed: int = 0) -> dict:
-    from wmrl_env.world_models.program_profile import on_policy_draw
+    from wmrl_env.world_models.programs.program_profile import on_policy_draw
 
     out = {}
     for policy in ("uniform", "on_policy"):

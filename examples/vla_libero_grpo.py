@@ -35,7 +35,7 @@ from wmrl_env.grpo import GRPOConfig, collect_rollout, grpo_loss
 from wmrl_env.grpo.transitions import Transitions, anchor_transitions
 from wmrl_env.integrations.vla import ActionChunking, ChunkedGaussianPolicy, StateMLPBackbone
 from wmrl_env.utils.args import parse_args
-from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
+from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig, EnsembleDynamicsModel
 from wmrl_env.wrappers import WorldModelVectorEnv
 
 

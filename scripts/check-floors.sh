@@ -38,7 +38,7 @@ export WMRL_REQUIRED_MARKERS="" HF_HUB_OFFLINE=1 WMRL_ALLOW_WEAK_ISOLATION="${WM
 "$venv/bin/python" -m pytest -q -p no:cacheprovider --timeout=900 \
     tests/world_models/test_pretraining.py tests/world_models/test_tree_ensemble.py \
     tests/world_models/test_artifact_file.py tests/world_models/test_tree_classifier.py \
-    tests/world_models/test_status_artifact.py wmrl_env/world_models/ml_default.py
+    tests/world_models/test_status_artifact.py wmrl_env/world_models/programs/ml_default.py
 "$venv/bin/python" scripts/readme_quickstart.py README.md
 "$venv/bin/python" -m wmrl_env.cli.main bench --seeds 1 --rounds 4 --tuning-seeds 1 \
     --arms real wmrl --out "$(mktemp -d)" | tail -2

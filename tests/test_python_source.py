@@ -9,7 +9,7 @@ import pytest
 from wmrl_env.code_policy import parses as policy_parses
 from wmrl_env.sandboxes import does_not_parse
 from wmrl_env.utils.python_source import parses
-from wmrl_env.world_models.program_features import program_features
+from wmrl_env.world_models.programs.program_features import program_features
 
 VALID = ["print(1)", "x = [i for i in range(3)]\n", "def f(a):\n    return a\n", ""]
 INVALID = [

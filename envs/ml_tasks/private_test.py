@@ -32,26 +32,20 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import os
-import shutil
-import tempfile
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.sandboxes.job import Job
-from wmrl_env.utils.hashing import artifact_hash
 
 from .datasets import Dataset, TaskKind
-from .description import describe
-from .scoring import METRICS, PREDICTIONS_FILE, normalised_score, read_predictions
-from .tasks import DEFAULT_TIMEOUT_S, _csv, _split, _trivial_predictions, default_data_root
+from .scoring import METRICS, normalised_score, read_predictions
+from .task_files import TaskFiles, holdout_mask, trivial_predictions
+from .tasks import DEFAULT_TIMEOUT_S
 
 __all__ = ["VALIDATION_FRACTION", "PrivateTestTask", "SubsetScorer"]
 
@@ -89,7 +83,7 @@ class SubsetScorer:
 
 
 @dataclass(frozen=True, eq=False)
-class PrivateTestTask:
+class PrivateTestTask(TaskFiles):
     """A task whose executions are rewarded on validation rows and deployed on private rows.
 
     Build it with :meth:`from_dataset`. ``X_train`` / ``y_train`` are the fit rows (what the
@@ -147,13 +141,13 @@ class PrivateTestTask:
                 raise ValueError(f"{name} must be in (0, 1), got {value}")
         key = zlib.crc32(task_id.encode())
         rows = np.arange(len(dataset.y))
-        private = _split(
+        private = holdout_mask(
             dataset.y, dataset.kind, np.random.default_rng([SUITE_SEED, key, 0]), private_fraction
         )
         public = rows[~private]
         if fold is None:
             rng = np.random.default_rng([SUITE_SEED, key, 1])
-            valid = _split(dataset.y[public], dataset.kind, rng, validation_fraction)
+            valid = holdout_mask(dataset.y[public], dataset.kind, rng, validation_fraction)
         else:
             valid = _fold_mask(dataset.y[public], dataset.kind, fold, key)
         fit_rows = public[~valid]
@@ -177,27 +171,13 @@ class PrivateTestTask:
             private_positions=np.flatnonzero(~is_valid),
             _y_valid=y_valid,
             _y_private=y_private,
-            baseline=spec(y_valid, _trivial_predictions(dataset.kind, y_train, len(y_valid))),
+            baseline=spec(y_valid, trivial_predictions(dataset.kind, y_train, len(y_valid))),
             private_baseline=spec(
-                y_private, _trivial_predictions(dataset.kind, y_train, len(y_private))
+                y_private, trivial_predictions(dataset.kind, y_train, len(y_private))
             ),
             reference=spec.ideal,
             timeout_s=timeout_s,
         )
-
-    @property
-    def kind(self) -> TaskKind:
-        return self.dataset.kind
-
-    @property
-    def classes(self) -> np.ndarray | None:
-        """Class labels for label-predicting tasks (multiclass), else ``None``."""
-        return np.unique(self.y_train) if self.kind == "multiclass" else None
-
-    @functools.cached_property
-    def description(self) -> str:
-        """What the agent (and the world model) reads."""
-        return describe(self)
 
     def validation_scorer(self, *, normalise: bool = True) -> SubsetScorer:
         """The reward's scorer: it holds the validation labels and no private label."""
@@ -226,41 +206,6 @@ class PrivateTestTask:
             normalise=normalise,
         )
 
-    # ----------------------------------------------------------------------------- export
-
-    @functools.cached_property
-    def csv_files(self) -> dict[str, bytes]:
-        """``train.csv`` (id, features, target: the fit rows) and ``test.csv`` (id, features:
-        the validation and private rows, shuffled together), as bytes."""
-        names = list(self.dataset.feature_names)
-        target = self.y_train.astype(np.int64) if self.kind != "regression" else self.y_train
-        return {
-            "train.csv": _csv(["id", *names, "target"], self.X_train, target),
-            "test.csv": _csv(["id", *names], self.X_test, None),
-        }
-
-    def export(self, root: str | os.PathLike[str] | None = None) -> Path:
-        """Write ``train.csv`` and ``test.csv`` to a read-only directory named by their
-        digest (reused when already there). No label of a scored row is ever written."""
-        files = self.csv_files
-        digest = hashlib.sha256(b"".join(files[name] for name in sorted(files))).hexdigest()
-        root = Path(root) if root is not None else default_data_root()
-        final = root / f"{self.task_id}-{digest[:16]}"
-        if final.is_dir():
-            return final
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.task_id}-", dir=root))
-        for name, content in files.items():
-            (staging / name).write_bytes(content)
-            (staging / name).chmod(0o444)
-        staging.chmod(0o555)
-        try:
-            staging.rename(final)
-        except OSError:  # another process exported it first
-            staging.chmod(0o755)
-            shutil.rmtree(staging)
-        return final
-
     def make_job(
         self,
         program: str,
@@ -271,15 +216,8 @@ class PrivateTestTask:
         tags: Mapping[str, Any] | None = None,
     ) -> Job:
         """A job that runs ``program``; its score is the validation score (the reward)."""
-        directory = self.export(data_root)
-        return Job(
-            program=program,
-            inputs={name: directory / name for name in ("train.csv", "test.csv")},
-            output_files=(PREDICTIONS_FILE,),
-            scorer=self.validation_scorer(normalise=normalise),
-            timeout_s=timeout_s if timeout_s is not None else self.timeout_s,
-            tags={"task_id": self.task_id, "program_hash": artifact_hash(program), **(tags or {})},
-        )
+        scorer = self.validation_scorer(normalise=normalise)
+        return self._job(program, scorer, data_root, timeout_s, tags)
 
 
 def _fold_mask(y: np.ndarray, kind: TaskKind, fold: tuple[int, int, int], key: int) -> np.ndarray:

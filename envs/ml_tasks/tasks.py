@@ -16,40 +16,25 @@ Example:
 
 from __future__ import annotations
 
-import csv
-import functools
-import hashlib
-import io
-import math
 import os
-import shutil
-import tempfile
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.sandboxes.job import Job
-from wmrl_env.utils.hashing import artifact_hash
 
-from .datasets import Dataset, TaskKind
-from .description import describe
-from .scoring import METRICS, PREDICTIONS_FILE, normalised_score, read_predictions
+from .datasets import Dataset
+from .scoring import METRICS, normalised_score, read_predictions
+from .task_files import TaskFiles, default_data_root, holdout_mask, trivial_predictions
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MLTask", "TaskScorer", "default_data_root"]
 
 TEST_FRACTION = 0.3
 SPLIT_SEED = 20240601
 DEFAULT_TIMEOUT_S = 20.0
-
-
-def default_data_root() -> Path:
-    """Where task data is exported: ``$WMRL_DATA_DIR`` or ``~/.cache/wmrl_env/ml_tasks``."""
-    root = os.environ.get("WMRL_DATA_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "wmrl_env" / "ml_tasks"
 
 
 @dataclass(frozen=True)
@@ -80,7 +65,7 @@ class TaskScorer:
 
 
 @dataclass(frozen=True, eq=False)
-class MLTask:
+class MLTask(TaskFiles):
     """One supervised learning task with hidden test labels.
 
     Build it with :meth:`from_dataset` (or :func:`~wmrl_env.envs.ml_tasks.get_task` for the
@@ -129,11 +114,11 @@ class MLTask:
         rows = np.arange(len(dataset.y))
         if max_rows is not None and len(rows) > max_rows:
             rows = np.sort(rng.choice(rows, size=max_rows, replace=False))
-        test = _split(dataset.y[rows], dataset.kind, rng)
+        test = holdout_mask(dataset.y[rows], dataset.kind, rng, TEST_FRACTION)
         train_rows, test_rows = rng.permutation(rows[~test]), rng.permutation(rows[test])
         y_train, y_test = dataset.y[train_rows], dataset.y[test_rows]
         spec = METRICS[metric]
-        baseline = spec(y_test, _trivial_predictions(dataset.kind, y_train, len(y_test)))
+        baseline = spec(y_test, trivial_predictions(dataset.kind, y_train, len(y_test)))
         return cls(
             task_id=task_id,
             dataset=dataset,
@@ -147,20 +132,6 @@ class MLTask:
             reference=spec.ideal if reference is None else float(reference),
             timeout_s=timeout_s,
         )
-
-    @property
-    def kind(self) -> TaskKind:
-        return self.dataset.kind
-
-    @property
-    def classes(self) -> np.ndarray | None:
-        """Class labels for label-predicting tasks (multiclass), else ``None``."""
-        return np.unique(self.y_train) if self.kind == "multiclass" else None
-
-    @functools.cached_property
-    def description(self) -> str:
-        """What the agent (and the world model) reads: the task in plain ASCII text."""
-        return describe(self)
 
     def scorer(self, *, normalise: bool = True) -> TaskScorer:
         return TaskScorer(
@@ -182,46 +153,6 @@ class MLTask:
         """The normalised score of a raw metric value (see ``scoring.normalised_score``)."""
         return normalised_score(raw, baseline=self.baseline, reference=self.reference)
 
-    # ----------------------------------------------------------------------------- export
-
-    @functools.cached_property
-    def csv_files(self) -> dict[str, bytes]:
-        """``train.csv`` (id, features, target) and ``test.csv`` (id, features), as bytes."""
-        names = list(self.dataset.feature_names)
-        target = self.y_train.astype(np.int64) if self.kind != "regression" else self.y_train
-        return {
-            "train.csv": _csv(["id", *names, "target"], self.X_train, target),
-            "test.csv": _csv(["id", *names], self.X_test, None),
-        }
-
-    @functools.cached_property
-    def _digest(self) -> str:
-        files = self.csv_files
-        return hashlib.sha256(b"".join(files[name] for name in sorted(files))).hexdigest()
-
-    def export(self, root: str | os.PathLike[str] | None = None) -> Path:
-        """Write the task's files to a read-only directory (reused when already there).
-
-        The directory name holds a digest of the content, so a changed split never reuses
-        stale files, and concurrent exports of the same task are safe.
-        """
-        root = Path(root) if root is not None else default_data_root()
-        final = root / f"{self.task_id}-{self._digest[:16]}"
-        if final.is_dir():
-            return final
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.task_id}-", dir=root))
-        for name, content in self.csv_files.items():
-            (staging / name).write_bytes(content)
-            (staging / name).chmod(0o444)
-        staging.chmod(0o555)
-        try:
-            staging.rename(final)
-        except OSError:  # another process exported it first
-            staging.chmod(0o755)
-            shutil.rmtree(staging)
-        return final
-
     def make_job(
         self,
         program: str,
@@ -236,51 +167,4 @@ class MLTask:
         Its tags carry ``task_id`` and ``program_hash`` (what the replay executor and the
         execution log key on), plus any ``tags`` given.
         """
-        directory = self.export(data_root)
-        return Job(
-            program=program,
-            inputs={name: directory / name for name in ("train.csv", "test.csv")},
-            output_files=(PREDICTIONS_FILE,),
-            scorer=self.scorer(normalise=normalise),
-            timeout_s=timeout_s if timeout_s is not None else self.timeout_s,
-            tags={"task_id": self.task_id, "program_hash": artifact_hash(program), **(tags or {})},
-        )
-
-
-def _split(
-    y: np.ndarray, kind: TaskKind, rng: np.random.Generator, fraction: float = TEST_FRACTION
-) -> np.ndarray:
-    """Boolean test mask (``fraction`` of the rows): stratified by class for classification,
-    plain otherwise."""
-    test = np.zeros(len(y), dtype=bool)
-    groups = (
-        [np.flatnonzero(y == c) for c in np.unique(y)]
-        if kind != "regression"
-        else [np.arange(len(y))]
-    )
-    for members in groups:
-        chosen = rng.permutation(members)[: round(fraction * len(members))]
-        test[chosen] = True
-    return test
-
-
-def _trivial_predictions(kind: TaskKind, y_train: np.ndarray, n: int) -> np.ndarray:
-    """The trivial baseline: a constant score, the majority class, or the train mean."""
-    if kind == "binary":
-        return np.full(n, 0.5)
-    if kind == "multiclass":
-        labels, counts = np.unique(y_train, return_counts=True)
-        return np.full(n, labels[np.argmax(counts)])
-    return np.full(n, float(np.mean(y_train)))
-
-
-def _csv(header: list[str], X: np.ndarray, target: np.ndarray | None) -> bytes:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for i, row in enumerate(X):
-        cells = [str(i), *("" if math.isnan(v) else repr(float(v)) for v in row)]
-        if target is not None:
-            cells.append(repr(target[i].item()))
-        writer.writerow(cells)
-    return buffer.getvalue().encode()
+        return self._job(program, self.scorer(normalise=normalise), data_root, timeout_s, tags)

@@ -60,7 +60,7 @@ def test_chunks_follow_episodes_and_stop_at_the_first_success():
 @pytest.fixture(scope="module")
 def fitted():
     pytest.importorskip("torch", reason="the dynamics ensemble needs torch")
-    from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
+    from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig, EnsembleDynamicsModel
 
     chunks = chunk_transitions(demonstrations(), CHUNK)
     dynamics = EnsembleDynamicsModel(

@@ -12,8 +12,8 @@ import pytest
 
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.sandboxes import Job, JsonScore, LocalSandbox
-from wmrl_env.world_models.causal_lm import CausalLMScorer
-from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+from wmrl_env.world_models.lm.tiny_lm import build_tiny_causal_lm
 
 pytestmark = [pytest.mark.trl, pytest.mark.transformers, pytest.mark.slow]
 

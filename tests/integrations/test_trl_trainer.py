@@ -11,7 +11,7 @@ from test_trl_reward import PROMPTS, grpo_config, length_job, recording_reward, 
 
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.sandboxes import LocalSandbox
-from wmrl_env.world_models.causal_lm import CausalLMScorer
+from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
 pytestmark = [pytest.mark.trl, pytest.mark.transformers, pytest.mark.slow]
 

@@ -26,7 +26,7 @@ NUM_GROUPS = 3
 
 @pytest.fixture(scope="module")
 def tokenizer_path(tmp_path_factory):
-    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+    from wmrl_env.world_models.lm.tiny_lm import build_tiny_causal_lm
 
     return str(build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm"), seed=0))
 

@@ -17,10 +17,10 @@ DATA = {
     "wmrl_env/envs/ml_tasks/data/references.json",
     "wmrl_env/envs/ml_tasks/data/table_v1.csv.gz",
     "wmrl_env/envs/sandbox_image/Dockerfile",
-    "wmrl_env/world_models/pretrained/ml_program_profile_v3.npz",
-    "wmrl_env/world_models/pretrained/ml_program_task_v2.npz",
-    "wmrl_env/world_models/pretrained/ml_status_v2.npz",
-    "wmrl_env/world_models/pretrained/ml_status_v3.npz",
+    "wmrl_env/world_models/programs/pretrained/ml_program_profile_v3.npz",
+    "wmrl_env/world_models/programs/pretrained/ml_program_task_v2.npz",
+    "wmrl_env/world_models/programs/pretrained/ml_status_v2.npz",
+    "wmrl_env/world_models/programs/pretrained/ml_status_v3.npz",
 }
 
 
@@ -59,3 +59,5 @@ def test_the_wheel_built_from_the_commit_holds_every_package_file(tmp_path):
     (wheel,) = Path(tmp_path / "dist").glob("wmrl_env-*.whl")
     assert missing(wheel) == []
     assert archive_names(wheel) >= DATA
+    licenses = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("licenses/LICENSE")]
+    assert licenses, "the wheel carries no LICENSE"

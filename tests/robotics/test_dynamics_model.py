@@ -35,7 +35,7 @@ def linear_system(n: int, seed: int, scale: float = 1.0, shift: float = 0.0):
 
 
 def make_model(**overrides):
-    from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
+    from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig, EnsembleDynamicsModel
 
     settings = {"ensemble_size": 4, "hidden_sizes": (64, 64), "max_epochs": 150, "seed": 0}
     return EnsembleDynamicsModel(4, 2, EnsembleConfig(**{**settings, **overrides}))
@@ -153,7 +153,7 @@ def test_bad_inputs_are_rejected(fitted) -> None:
         model.fit(obs, act, np.full_like(nxt, np.nan), rew, term)
     with pytest.raises(ValueError, match="shape"):
         model.predict_step(obs[:, :2], act)
-    from wmrl_env.world_models.dynamics import EnsembleConfig
+    from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig
 
     with pytest.raises(ValueError, match="validation_fraction"):
         EnsembleConfig(validation_fraction=1.0)
@@ -186,7 +186,7 @@ def test_learns_real_robosuite_dynamics() -> None:
         env.close()
     train = [np.concatenate(parts) for parts in zip(*episodes[:4], strict=True)]
     held_out = episodes[4]
-    from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
+    from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig, EnsembleDynamicsModel
 
     model = EnsembleDynamicsModel(
         train[0].shape[1],
@@ -234,7 +234,7 @@ class TinyImageWorldModel:
 
 class TestImageAdapterContract(DynamicsWorldModelContract):
     def make_world_model(self):
-        from wmrl_env.world_models.dynamics import TorchDynamicsAdapter
+        from wmrl_env.world_models.dynamics.ensemble import TorchDynamicsAdapter
 
         return TorchDynamicsAdapter(TinyImageWorldModel.build(), batch_size=2)
 
@@ -253,7 +253,7 @@ class TestImageAdapterContract(DynamicsWorldModelContract):
         np.testing.assert_allclose(step.rewards, whole.rewards, rtol=1e-5)
 
     def test_rejects_what_is_not_a_module(self) -> None:
-        from wmrl_env.world_models.dynamics import TorchDynamicsAdapter
+        from wmrl_env.world_models.dynamics.ensemble import TorchDynamicsAdapter
 
         with pytest.raises(TypeError, match=r"torch\.nn\.Module"):
             TorchDynamicsAdapter(lambda o, a: (o, a))

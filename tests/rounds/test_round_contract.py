@@ -14,15 +14,15 @@ import pytest
 from wmrl_env.integrations.verl.estimator import FusedAdvantageEstimator
 from wmrl_env.integrations.verl.ledger import Ledger
 from wmrl_env.integrations.verl.scoring import SampleDraw, score_sample
-from wmrl_env.rounds import InfrastructureHealth, task_cluster
-from wmrl_env.testing.round_contract import (
-    AnchoredRoundContract,
+from wmrl_env.rounds import ROUND_METRICS, InfrastructureHealth, task_cluster
+from wmrl_env.testing.round_contract import AnchoredRoundContract
+from wmrl_env.testing.round_scenario import (
     PlayedRound,
     RoundScenario,
     ScenarioExecutor,
     ScenarioWorldModel,
 )
-from wmrl_env.wrappers import WorldModelVectorEnv
+from wmrl_env.wrappers import WorldModelVectorEnv, WorldModelWrapper, batch_diagnostics
 
 
 class ScenarioBandit(gym.Env):
@@ -53,11 +53,11 @@ class ScenarioBandit(gym.Env):
 class TestVectorEnvRound(AnchoredRoundContract):
     draws = 1200
 
-    def _env(self, fusion, executor, limit=32):
+    def _env(self, fusion, executor, limit=32, world_model=None, execute_per_group=None):
         s = self.scenario
         return WorldModelVectorEnv(
             lambda: ScenarioBandit(s, executor),
-            ScenarioWorldModel(s),
+            world_model or ScenarioWorldModel(s),
             num_groups=s.num_tasks,
             group_size=s.group_size,
             fusion=fusion,
@@ -66,6 +66,7 @@ class TestVectorEnvRound(AnchoredRoundContract):
             known_failure=s.is_known_failure,
             update_world_model=False,
             max_infrastructure_failures=limit,
+            execute_per_group=execute_per_group,
         )
 
     def _round(self, envs, seed):
@@ -77,15 +78,24 @@ class TestVectorEnvRound(AnchoredRoundContract):
         per_env = [(t, a) for t, a in zip(np.repeat(tasks, s.group_size), actions, strict=True)]
         return info, per_env
 
-    def play(self, fusion, seed, executor):
+    def play(self, fusion, seed, executor, *, world_model=None, execute_per_group=None):
         s = self.scenario
-        envs = self._env(fusion, executor)
+        envs = self._env(fusion, executor, 32, world_model, execute_per_group)
         try:
             info, per_env = self._round(envs, seed)
         finally:
             envs.close()
         truth = np.array([s.real(t, a) for t, a in per_env])
-        return PlayedRound(info["fused_reward"], truth, [s.kind(t, a) for t, a in per_env])
+        return PlayedRound(
+            info["fused_reward"],
+            truth,
+            [s.kind(t, a) for t, a in per_env],
+            samples=per_env,
+            advantages=info["advantage"],
+            executed=np.isfinite(info["real_score"]),
+            known=info["known_failure"],
+            metrics=batch_diagnostics(info),
+        )
 
     def play_broken(self, limit, executor):
         envs = self._env(self.make_fusion(0), executor, limit)
@@ -114,17 +124,20 @@ class TestVectorEnvRound(AnchoredRoundContract):
 
 class TestVerlRound(AnchoredRoundContract):
     """verl's per-sample round (the reward worker's :func:`score_sample`, without verl's
-    DataProto) and its advantage estimator."""
+    DataProto) and its advantage estimator. verl scores each sample alone: no screening."""
 
-    def _records(self, executor, health, batch):
+    screens = False
+
+    def _records(self, executor, health, batch, world_model=None, fraction=None):
         s = self.scenario
-        model = ScenarioWorldModel(s)
+        model = world_model or ScenarioWorldModel(s)
+        fraction = s.anchor_fraction if fraction is None else fraction
         samples = []
         for t in range(s.num_tasks):
             uid = f"batch{batch}-group{t}"
             for i, a in enumerate(s.actions(t)):
                 known = s.is_known_failure(a)
-                draw = SampleDraw(uid, f"{uid}_{i}", 0, s.anchor_fraction, known, task_cluster(t))
+                draw = SampleDraw(uid, f"{uid}_{i}", 0, fraction, known, task_cluster(t))
                 samples.append((t, a, draw))
 
         async def one(t, a, draw):
@@ -147,20 +160,35 @@ class TestVerlRound(AnchoredRoundContract):
         torch = pytest.importorskip("torch")
         ledger = Ledger()
         ledger.put(records)
-        estimator = FusedAdvantageEstimator(fusion, ledger, log_metrics=lambda _: None)
+        logged = {}
+        estimator = FusedAdvantageEstimator(fusion, ledger, log_metrics=logged.update)
         rewards = torch.tensor([r.reward for r in records], dtype=torch.float64)[:, None]
-        estimator(rewards, torch.ones_like(rewards), index=[r.uid for r in records])
+        advantages, _ = estimator(rewards, torch.ones_like(rewards), index=[r.uid for r in records])
         call = estimator.last_call
         fused = np.full(len(records), np.nan)
         fused[call.included] = call.fusion.rewards
-        return fused
+        metrics = {k.removeprefix("wmrl/"): v for k, v in logged.items()}
+        return fused, advantages[:, 0].numpy(), metrics
 
-    def play(self, fusion, seed, executor):
+    def play(self, fusion, seed, executor, *, world_model=None, execute_per_group=None):
+        assert execute_per_group is None
         s = self.scenario
-        samples, records = self._records(executor, InfrastructureHealth(32), seed)
+        samples, records = self._records(
+            executor, InfrastructureHealth(32), seed, world_model, fusion.anchor_fraction
+        )
         truth = np.array([s.real(t, a) for t, a, _ in samples])
         kinds = [s.kind(t, a) for t, a, _ in samples]
-        return PlayedRound(self._fuse(fusion, records), truth, kinds)
+        fused, advantages, metrics = self._fuse(fusion, records)
+        return PlayedRound(
+            fused,
+            truth,
+            kinds,
+            samples=[(t, a) for t, a, _ in samples],
+            advantages=advantages,
+            executed=np.array([np.isfinite(r.real_score) for r in records]),
+            known=np.array([np.isfinite(r.known_score) for r in records]),
+            metrics=metrics,
+        )
 
     def play_broken(self, limit, executor):
         health = InfrastructureHealth(limit)
@@ -174,11 +202,11 @@ class TestTRLRound(AnchoredRoundContract):
 
     draws = 1200
 
-    def _reward(self, fusion, executor, limit=32):
+    def _reward(self, fusion, executor, limit=32, world_model=None, execute_per_group=None, seed=0):
         trl = pytest.importorskip("wmrl_env.integrations.trl")
         s = self.scenario
         return trl.WorldModelReward(
-            ScenarioWorldModel(s),
+            world_model or ScenarioWorldModel(s),
             executor,
             to_job=lambda prompt, completion: (int(prompt[-1]), int(completion[-1])),
             fusion=fusion,
@@ -187,6 +215,8 @@ class TestTRLRound(AnchoredRoundContract):
             update_world_model=False,
             known_failure=lambda text: s.is_known_failure(int(text[-1])),
             max_infrastructure_failures=limit,
+            execute_per_group=execute_per_group,
+            screening_seed=seed,
         )
 
     def _batch(self):
@@ -194,17 +224,107 @@ class TestTRLRound(AnchoredRoundContract):
         pairs = [(t, a) for t in range(s.num_tasks) for a in s.actions(t)]
         return pairs, [f"task {t}" for t, _ in pairs], [f"action {a}" for _, a in pairs]
 
-    def play(self, fusion, seed, executor):
+    def play(self, fusion, seed, executor, *, world_model=None, execute_per_group=None):
         s = self.scenario
-        reward = self._reward(fusion, executor)
+        reward = self._reward(fusion, executor, 32, world_model, execute_per_group, seed)
         pairs, prompts, completions = self._batch()
-        reward(prompts, completions)
+        logged = {}
+        reward(prompts, completions, log_metric=logged.__setitem__)
         truth = np.array([s.real(t, a) for t, a in pairs])
         kinds = [s.kind(t, a) for t, a in pairs]
-        return PlayedRound(reward.last_call.fusion.rewards, truth, kinds)
+        call = reward.last_call
+        return PlayedRound(
+            call.fusion.rewards,
+            truth,
+            kinds,
+            samples=pairs,
+            advantages=call.fusion.advantages,
+            executed=np.isfinite(call.real_scores),
+            known=call.known_failure,
+            metrics={k.removeprefix("wmrl/"): v for k, v in logged.items()},
+        )
 
     def play_broken(self, limit, executor):
         reward = self._reward(self.make_fusion(0), executor, limit)
         _, prompts, completions = self._batch()
         for _ in range(8):
             reward(prompts, completions)
+
+
+class ScenarioTask(ScenarioBandit):
+    """The scenario as one env whose reset plays the task in ``options["task"]``."""
+
+    def reset(self, *, seed=None, options=None):
+        gym.Env.reset(self, seed=seed)
+        self.task = int((options or {}).get("task", 0))
+        return self.task, {}
+
+
+class TestSingleEnvRound(AnchoredRoundContract):
+    """The single-env wrapper (:class:`~wmrl_env.wrappers.WorldModelWrapper`): a round is the
+    scenario's samples played as episodes, each an anchor with probability
+    ``anchor_fraction``; groups of one, so no screening and no group advantages."""
+
+    screens = False
+    groups = False
+
+    def make_fusion(self, seed, method="ppi", **options):
+        return super().make_fusion(seed, method, centre_groups=False, **options)
+
+    def _wrapper(self, fusion, executor, limit=32, world_model=None):
+        s = self.scenario
+        return WorldModelWrapper(
+            ScenarioTask(s, executor),
+            world_model or ScenarioWorldModel(s),
+            anchor_probability=fusion.anchor_fraction,
+            fusion=fusion,
+            task="outcome",
+            failure_score=s.failure_score,
+            known_failure=s.is_known_failure,
+            max_infrastructure_failures=limit,
+        )
+
+    def _round(self, env, seed):
+        s = self.scenario
+        env.reset(seed=seed)
+        pairs = [(t, a) for t in range(s.num_tasks) for a in s.actions(t)]
+        infos = []
+        for t, a in pairs:
+            env.reset(options={"task": t})
+            infos.append(env.step(a)[-1])
+        return pairs, infos
+
+    def play(self, fusion, seed, executor, *, world_model=None, execute_per_group=None):
+        assert execute_per_group is None
+        s = self.scenario
+        pairs, infos = self._round(self._wrapper(fusion, executor, 32, world_model), seed)
+        metrics = {
+            name: sum(info[name] for info in infos) for name in ROUND_METRICS if name[:2] == "n_"
+        }
+        metrics["wm_valid_fraction"] = float(np.mean([info["wm_valid"] for info in infos]))
+        metrics["kappa"] = infos[-1]["kappa"]
+        return PlayedRound(
+            np.array([info["fused_reward"] for info in infos]),
+            np.array([s.real(t, a) for t, a in pairs]),
+            [s.kind(t, a) for t, a in pairs],
+            samples=pairs,
+            executed=np.array([info["n_executed"] == 1 for info in infos]),
+            known=np.array([info["known_failure"] for info in infos]),
+            metrics=metrics,
+        )
+
+    def play_broken(self, limit, executor):
+        env = self._wrapper(self.make_fusion(0), executor, limit)
+        for seed in range(8):
+            self._round(env, seed)
+
+    def test_clusters_and_std_reach_the_gate(self) -> None:
+        """Each update of the wrapper is one cluster of the gate (no task labels); the
+        world model's std reaches it with the anchor pairs."""
+        fusion = self.make_fusion(0, method="wmrl", anchor_fraction=1.0)
+        self.play(fusion, 0, ScenarioExecutor(self.scenario))
+        assert fusion.observed, "no anchor pairs reached the fusion"
+        for call in fusion.observed:
+            std = call.get("wm_std")
+            assert std is not None and std.shape == call["wm_scores"].shape and (std > 0).all()
+            assert call.get("clusters") is None

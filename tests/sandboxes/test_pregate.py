@@ -97,7 +97,7 @@ def test_programs_sharing_a_cache_key_are_judged_once(monkeypatch) -> None:
     """With ``cache_key=code_key`` a program that differs from one judged before only in
     comment or blank lines is not compiled again, and gets the same answer."""
     from wmrl_env.sandboxes import pregate
-    from wmrl_env.world_models.program_features import code_key
+    from wmrl_env.world_models.programs.program_features import code_key
 
     compiled = []
     monkeypatch.setattr(pregate, "does_not_parse", lambda p: compiled.append(p) or "(:" in p)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from wmrl_env.world_models.artifact_file import read_state, write_state
-from wmrl_env.world_models.task_residual import ResidualPrior
+from wmrl_env.world_models.programs.task_residual import ResidualPrior
 
 
 def test_a_state_comes_back_equal_with_its_types(tmp_path):
@@ -48,3 +51,25 @@ def test_a_file_that_is_not_a_state_is_refused(tmp_path):
     np.savez(tmp_path / "other.npz", header=np.array('{"format": "other"}'))
     with pytest.raises(ValueError, match="not a saved world-model state"):
         read_state(tmp_path / "other.npz")
+
+
+@pytest.mark.parametrize(
+    "named", ["wmrl_env.world_models.tree_ensemble:TreeEnsemble", "wmrl_env.world_models:Nothing"]
+)
+def test_a_state_naming_a_class_this_version_lacks_is_refused_clearly(named, tmp_path):
+    header = {"format": "wmrl-state", "container": 1}
+    header["state"] = {"x": {"dataclass": named, "fields": {}}}
+    np.savez(tmp_path / "old.npz", header=np.array(json.dumps(header)))
+    with pytest.raises(ValueError, match="which this version of wmrl_env does not have"):
+        read_state(tmp_path / "old.npz")
+
+
+def test_the_committed_artifacts_name_classes_that_exist():
+    """Every dataclass a pretrained artifact names imports (a module moved without its
+    artifacts rewritten fails here, not at a user's first load)."""
+    import wmrl_env.world_models.programs.ml_default as ml_default
+
+    files = sorted(Path(ml_default.__file__).parent.joinpath("pretrained").glob("*.npz"))
+    assert len(files) == 4
+    for path in files:
+        assert read_state(path)

@@ -18,13 +18,13 @@ ARTIFACTS = ["def solve(x): return sorted(x)", "pass", "return s.split()[::-1]"]
 
 @functools.cache
 def model_dir() -> str:
-    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+    from wmrl_env.world_models.lm.tiny_lm import build_tiny_causal_lm
 
     return str(build_tiny_causal_lm(tempfile.mkdtemp(prefix="wmrl-tiny-"), seed=0))
 
 
 def scorer(**kwargs):
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
     return CausalLMScorer(model_dir(), **{"min_score_mass": 0.0, **kwargs})
 
@@ -84,8 +84,8 @@ def test_generate_mode_flags_what_it_cannot_parse() -> None:
 
 
 def test_multi_token_score_vocabulary_is_refused() -> None:
-    from wmrl_env.world_models.prompting import ScorePrompt
-    from wmrl_env.world_models.score_bins import ScoreBins
+    from wmrl_env.world_models.lm.prompting import ScorePrompt
+    from wmrl_env.world_models.lm.score_bins import ScoreBins
 
     prompt = ScorePrompt(bins=ScoreBins(tokens=("10", "20", "30")))
     with pytest.raises(ValueError, match="single tokens"):
@@ -94,9 +94,9 @@ def test_multi_token_score_vocabulary_is_refused() -> None:
 
 @pytest.mark.slow
 def test_lora_fine_tuning_lowers_the_loss_and_learns_the_scores(tmp_path) -> None:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.lora import LoraTrainingConfig, finetune_lora, score_loss
-    from wmrl_env.world_models.prompting import ScorePrompt
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.lora import LoraTrainingConfig, finetune_lora, score_loss
+    from wmrl_env.world_models.lm.prompting import ScorePrompt
 
     short = ["Sort a list.", "Sum the squares.", "Reverse."]
     good = np.arange(32) % 2 == 0
@@ -138,7 +138,7 @@ def test_lora_fine_tuning_lowers_the_loss_and_learns_the_scores(tmp_path) -> Non
 
 
 def test_fine_tuning_refuses_bad_scores_before_training() -> None:
-    from wmrl_env.world_models.lora import finetune_lora
+    from wmrl_env.world_models.lm.lora import finetune_lora
 
     model = scorer()
     with pytest.raises(ValueError, match="outside"):
@@ -173,7 +173,7 @@ def test_status_probabilities_are_the_status_tokens_next_token_distribution() ->
 
 
 def test_status_tokens_that_are_not_one_token_are_refused() -> None:
-    from wmrl_env.world_models.prompting import StatusPrompt
+    from wmrl_env.world_models.lm.prompting import StatusPrompt
 
     model = scorer()
     tokens = (("ok", "Zyzzyva"), ("crashed", "C"), ("timeout", "T"), ("invalid_output", "I"))

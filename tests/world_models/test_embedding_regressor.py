@@ -16,13 +16,13 @@ pytestmark = [pytest.mark.transformers, pytest.mark.slow]
 
 @functools.cache
 def encoder():
-    from wmrl_env.world_models.encoder import TextEncoder
+    from wmrl_env.world_models.embeddings.encoder import TextEncoder
 
     return TextEncoder(max_length=128)
 
 
 def fitted(head: str = "ridge", n: int = 240, seed: int = 0):
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
 
     contexts, artifacts, scores, _ = synthetic_log(n, seed)
     return EmbeddingRegressor(encoder(), head=head, seed=0).fit(contexts, artifacts, scores)
@@ -61,7 +61,7 @@ def test_predicts_held_out_scores_and_std_tracks_the_error() -> None:
 
 
 def test_generalises_to_a_held_out_task() -> None:
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
 
     train_tasks = tuple(t for t in TASKS if t != "unique")
     contexts, artifacts, scores, _ = synthetic_log(240, seed=2, tasks=train_tasks)
@@ -98,7 +98,7 @@ def test_update_skips_failed_executions_and_rejects_bad_scores() -> None:
 
 
 def test_unfitted_model_flags_every_item() -> None:
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
 
     prediction = EmbeddingRegressor(encoder()).predict(["t", "u"], ["a", "b"])
     assert not prediction.valid.any()
@@ -106,7 +106,7 @@ def test_unfitted_model_flags_every_item() -> None:
 
 
 def test_save_and_load_give_the_same_predictions(tmp_path) -> None:
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
 
     model = fitted(head="knn", n=80)
     contexts, artifacts, _, _ = synthetic_log(10, seed=3)
@@ -128,7 +128,7 @@ def test_a_non_default_head_fits_and_ranks() -> None:
 
 
 def test_encoder_caches_repeated_texts() -> None:
-    from wmrl_env.world_models.encoder import TextEncoder
+    from wmrl_env.world_models.embeddings.encoder import TextEncoder
 
     fresh = TextEncoder(max_length=32, cache_size=4)
     first = fresh.encode(["same", "same", "other"])
@@ -141,7 +141,7 @@ def test_encoder_caches_repeated_texts() -> None:
 
 
 def test_bad_arguments_raise() -> None:
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
 
     with pytest.raises(ValueError, match="unknown head"):
         EmbeddingRegressor(encoder(), head="forest")

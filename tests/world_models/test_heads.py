@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import spearmanr
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from wmrl_env.world_models.heads import (
+from wmrl_env.world_models.embeddings.heads import (
     HEADS,
     ErrorModel,
     cross_fitted_predictions,

@@ -29,9 +29,9 @@ def one_thread():
 
 
 def make_scorer(model_dir: str, holdout_fraction: float = 0.2, **online):
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.online_lora import OnlineLoraConfig
-    from wmrl_env.world_models.prompting import ScorePrompt
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.online_lora import OnlineLoraConfig
+    from wmrl_env.world_models.lm.prompting import ScorePrompt
 
     return CausalLMScorer(
         model_dir,
@@ -43,7 +43,7 @@ def make_scorer(model_dir: str, holdout_fraction: float = 0.2, **online):
 
 
 def task(n: int, seed: int):
-    from wmrl_env.world_models.tiny_lm import keyword_task
+    from wmrl_env.world_models.lm.tiny_lm import keyword_task
 
     return keyword_task(n, np.random.default_rng(seed))
 
@@ -202,7 +202,7 @@ def test_std_calibrated_by_update_alone_covers_fresh_items(trained) -> None:
 
 
 def test_online_state_survives_save_and_load(trained, tmp_path) -> None:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
     scorer, (contexts, artifacts, _, _), _, after, _ = trained
     scorer.save(tmp_path / "scorer")
@@ -219,7 +219,7 @@ def test_online_state_survives_save_and_load(trained, tmp_path) -> None:
 
 
 def test_vllm_scorer_refuses_a_trainer_of_another_prompt(tiny_lm_dir) -> None:
-    from wmrl_env.world_models.vllm_backend import VLLMScorer
+    from wmrl_env.world_models.lm.vllm_backend import VLLMScorer
 
     trainer = make_scorer(tiny_lm_dir)  # TEMPLATE, not the default prompt
     with pytest.raises(ValueError, match="same prompt"):

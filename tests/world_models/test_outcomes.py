@@ -14,7 +14,7 @@ from wmrl_env.world_models.outcomes import (
     error_class,
     observed_status,
 )
-from wmrl_env.world_models.status_model import StatusModel, status_label
+from wmrl_env.world_models.programs.status_model import StatusModel, status_label
 
 
 def build(probs, score, failure=0.0, **kwargs):
@@ -193,7 +193,7 @@ def test_score_status_and_pre_gate_share_one_parse(monkeypatch, heldout_rows) ->
     real_parse = python_source.parse_program
     parsed = []
     monkeypatch.setattr(
-        "wmrl_env.world_models.program_features.parse_program",
+        "wmrl_env.world_models.programs.program_features.parse_program",
         lambda p: parsed.append(p) or real_parse(p),
     )
     outcome = model.predict_outcomes(contexts, programs)

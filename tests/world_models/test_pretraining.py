@@ -18,9 +18,9 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from wmrl_env.envs.ml_tasks.features import context_features
 from wmrl_env.world_models import ProgramProfileWorldModel, ProgramTaskWorldModel
 from wmrl_env.world_models.artifact_file import read_state, write_state
-from wmrl_env.world_models.ml_default import ARTIFACTS, load_ml_world_model
-from wmrl_env.world_models.pretraining import ArtifactFormat
-from wmrl_env.world_models.tree_ensemble import TreeEnsemble
+from wmrl_env.world_models.programs.ml_default import ARTIFACTS, load_ml_world_model
+from wmrl_env.world_models.programs.pretraining import ArtifactFormat
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
 
 MODELS = {"v2": ProgramTaskWorldModel, "v3": ProgramProfileWorldModel}
 # the keys of each format, as the code before ArtifactFormat wrote them

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmrl_env.world_models.program_covariance import choose_covariance, identified
+from wmrl_env.world_models.programs.program_covariance import choose_covariance, identified
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_program
-from wmrl_env.world_models.program_features import (
+from wmrl_env.world_models.programs.program_features import (
     PROGRAM_FEATURE_NAMES,
     ProgramFeaturizer,
     code_key,
@@ -118,7 +118,7 @@ def test_featurizer_caches_by_text():
 
 
 def test_a_program_that_differs_only_in_comment_lines_is_not_parsed_again(monkeypatch):
-    import wmrl_env.world_models.program_features as module
+    import wmrl_env.world_models.programs.program_features as module
 
     parsed = []
     original = module.program_features
@@ -145,7 +145,7 @@ def test_the_estimator_table_agrees_with_scikit_learns_own_tags():
     from sklearn.base import is_classifier, is_regressor
     from sklearn.utils import all_estimators
 
-    from wmrl_env.world_models.program_features import ESTIMATORS
+    from wmrl_env.world_models.programs.program_features import ESTIMATORS
 
     classes = dict(all_estimators(type_filter=["classifier", "regressor"]))
     assert {name for name in ESTIMATORS if name not in classes} == set()
@@ -188,7 +188,7 @@ def test_hand_written_programs_with_estimators_outside_the_grid(name):
 
 
 def test_unknown_estimators_fall_back_to_their_suffix():
-    from wmrl_env.world_models.program_features import estimator_role
+    from wmrl_env.world_models.programs.program_features import estimator_role
 
     assert estimator_role("XGBClassifier") == "classifier"
     assert estimator_role("LGBMRegressor") == "regressor"

@@ -14,7 +14,7 @@ from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_pr
 from wmrl_env.testing import WorldModelContract
 from wmrl_env.world_models import ProgramProfileWorldModel, load_default_ml_world_model
 from wmrl_env.world_models.base import as_prediction
-from wmrl_env.world_models.program_profile import on_policy_draw
+from wmrl_env.world_models.programs.program_profile import on_policy_draw
 
 
 class TestProgramProfileContract(WorldModelContract):

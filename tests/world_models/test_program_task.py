@@ -13,7 +13,7 @@ from wmrl_env.envs.ml_tasks.programs import ProgramSpec, all_programs, render_pr
 from wmrl_env.testing import WorldModelContract
 from wmrl_env.world_models import ProgramTaskWorldModel, load_ml_world_model
 from wmrl_env.world_models.base import as_prediction
-from wmrl_env.world_models.program_features import program_features, value
+from wmrl_env.world_models.programs.program_features import program_features, value
 
 
 class TestProgramTaskContract(WorldModelContract):

@@ -13,10 +13,10 @@ import pytest
 import sklearn
 
 from wmrl_env.world_models.artifact_file import read_state, write_state
-from wmrl_env.world_models.ml_default import ARTIFACTS, STATUS_ARTIFACTS
-from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
-from wmrl_env.world_models.status_model import FORMAT_VERSION, StatusModel
-from wmrl_env.world_models.tree_classifier import TreeClassifier
+from wmrl_env.world_models.programs.ml_default import ARTIFACTS, STATUS_ARTIFACTS
+from wmrl_env.world_models.programs.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.programs.status_model import FORMAT_VERSION, StatusModel
+from wmrl_env.world_models.programs.tree_classifier import TreeClassifier
 
 
 def status_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -56,7 +56,7 @@ def test_reader_errors_name_the_problem(tmp_path) -> None:
 @pytest.mark.transformers
 @pytest.mark.slow
 def test_causal_lm_command_fine_tunes_and_saves(tmp_path, tiny_lm_dir, capsys) -> None:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
     write_execution_log(tmp_path / "log.sqlite")
     (tmp_path / "tasks.json").write_text(json.dumps(DESCRIPTIONS))
@@ -76,7 +76,7 @@ def test_causal_lm_command_fine_tunes_and_saves(tmp_path, tiny_lm_dir, capsys) -
 @pytest.mark.transformers
 @pytest.mark.slow
 def test_embedding_command_fits_and_saves(tmp_path, capsys) -> None:
-    from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
+    from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
 
     write_execution_log(tmp_path / "log.sqlite")
     out = tmp_path / "wm"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from wmrl_env.world_models.tree_classifier import TreeClassifier
+from wmrl_env.world_models.programs.tree_classifier import TreeClassifier
 
 
 def rows_with_gaps(n: int, seed: int) -> np.ndarray:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from wmrl_env.world_models.pretraining import fit_booster
-from wmrl_env.world_models.tree_ensemble import TreeEnsemble
+from wmrl_env.world_models.programs.pretraining import fit_booster
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
 
 
 def rows_with_gaps(n: int, seed: int) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from wmrl_env.testing import WorldModelContract
-from wmrl_env.world_models.prompting import ScorePrompt
+from wmrl_env.world_models.lm.prompting import ScorePrompt
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -25,7 +25,7 @@ ARTIFACTS = ["def solve(x): return sorted(x)", "pass", "return s[::-1]", "max(x)
 
 @functools.cache
 def tiny_model_dir() -> str:
-    from wmrl_env.world_models.tiny_lm import build_tiny_causal_lm
+    from wmrl_env.world_models.lm.tiny_lm import build_tiny_causal_lm
 
     return str(build_tiny_causal_lm(tempfile.mkdtemp(prefix="wmrl-vllm-"), seed=0))
 
@@ -47,7 +47,7 @@ def shared_llm():
 
 
 def make_scorer(**kwargs):
-    from wmrl_env.world_models.vllm_backend import VLLMScorer
+    from wmrl_env.world_models.lm.vllm_backend import VLLMScorer
 
     # the whole vocabulary in the top-K list, so the expectation is exact
     options = {"min_score_mass": 0.0, "logprobs": 1024, "max_length": 500}
@@ -69,7 +69,7 @@ class TestVLLMScorerContract(WorldModelContract):
 
 
 def test_expectation_matches_the_transformers_backend() -> None:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
     reference = CausalLMScorer(tiny_model_dir(), min_score_mass=0.0, dtype="float32")
     expected = reference.predict(CONTEXTS, ARTIFACTS)
@@ -100,8 +100,8 @@ def test_online_update_is_served_through_a_lora_adapter() -> None:
     trainer's (transformers, same adapter) and moved away from the base model's."""
     import vllm
 
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.online_lora import OnlineLoraConfig
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.online_lora import OnlineLoraConfig
 
     trainer = CausalLMScorer(
         tiny_model_dir(),

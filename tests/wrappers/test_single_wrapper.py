@@ -117,8 +117,8 @@ def test_the_wrapper_learns_through_the_fusion() -> None:
 def test_the_wrapper_needs_a_calibrating_fusion() -> None:
     from wmrl_env.fusion import RewardFusion
 
-    with pytest.raises(ValueError, match="'wmrl' or 'debias'"):
-        bandit(fusion=RewardFusion(method="ppi"))
+    with pytest.raises(ValueError, match="'wmrl', 'debias' or 'ppi'"):
+        bandit(fusion=RewardFusion(method="denoise"))
 
 
 def test_failed_real_step_falls_back_to_the_world_model() -> None:

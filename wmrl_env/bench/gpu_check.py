@@ -5,9 +5,9 @@ Throughput does not depend on the weights, so no download is needed: each size i
 tests on a CPU) with a tokenizer trained here on the ML suite's text, and random weights.
 For each size :func:`run_gpu_check` measures
 
-* ``vllm``: :class:`~wmrl_env.world_models.vllm_backend.VLLMScorer` programs scored per second
+* ``vllm``: :class:`~wmrl_env.world_models.lm.vllm_backend.VLLMScorer` programs scored per second
   (needs vLLM and a CUDA GPU; otherwise skipped with the reason, never faked);
-* ``causal_lm``: :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer`, seconds per
+* ``causal_lm``: :class:`~wmrl_env.world_models.lm.causal_lm.CausalLMScorer`, seconds per
   forward pass of one batch of (task, program) prompts, and programs per second;
 * ``online``: seconds per online ``update()`` of the scorer (a bounded LoRA step on 32 anchor
   pairs: 4 AdamW steps of 16) and the LoRA parameters it trains;
@@ -122,7 +122,7 @@ def _vllm_figures(path: Path, pairs: tuple[list[str], list[str]], device: str) -
         return {"skipped": "vllm is not installed (pip install 'wmrl-env[vllm]' on a GPU machine)"}
     if not device.startswith("cuda"):
         return {"skipped": "no CUDA GPU: the vLLM check measures the GPU engine only"}
-    from wmrl_env.world_models.vllm_backend import VLLMScorer
+    from wmrl_env.world_models.lm.vllm_backend import VLLMScorer
 
     scorer = VLLMScorer(
         path,
@@ -145,7 +145,7 @@ def _causal_lm_figures(
     path: Path, pairs: tuple[list[str], list[str]], device: str, batch_size: int
 ) -> dict[str, Any]:
     torch = require("torch")
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     scorer = CausalLMScorer(path, batch_size=batch_size, device=device, dtype=dtype)
@@ -178,7 +178,7 @@ def _anchors(pairs: tuple[list[str], list[str]], n: int = 32) -> tuple[list[str]
 def _online_figures(
     path: Path, pairs: tuple[list[str], list[str]], device: str, rounds: int = 3
 ) -> dict[str, Any]:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     scorer = CausalLMScorer(path, device=device, dtype=dtype, min_score_mass=0.0)
@@ -206,8 +206,8 @@ def _vllm_online_figures(
         return {"skipped": "no CUDA GPU: the vLLM check measures the GPU engine only"}
     import numpy as np
 
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.vllm_backend import VLLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.vllm_backend import VLLMScorer
 
     trainer = CausalLMScorer(path, device=device, dtype="bfloat16", min_score_mass=0.0)
     llm_kwargs = {

@@ -66,7 +66,7 @@ def register(subparsers: Any) -> None:
 
 def load_world_model(spec: str) -> Any:
     """``v2`` / ``v3``, or ``module:function`` called with no argument."""
-    from wmrl_env.world_models.ml_default import ARTIFACTS, load_ml_world_model
+    from wmrl_env.world_models.programs.ml_default import ARTIFACTS, load_ml_world_model
 
     if spec in ARTIFACTS:
         return load_ml_world_model(spec)

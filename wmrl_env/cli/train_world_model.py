@@ -3,20 +3,20 @@
 Backends:
 
 * ``embedding``: fits an
-  :class:`~wmrl_env.world_models.embedding_regressor.EmbeddingRegressor` and saves it
+  :class:`~wmrl_env.world_models.embeddings.embedding_regressor.EmbeddingRegressor` and saves it
   (``EmbeddingRegressor.load(OUT)``).
 * ``profile`` (the ML world model v3, the default): fits a
-  :class:`~wmrl_env.world_models.program_profile.ProgramProfileWorldModel` (program syntax
+  :class:`~wmrl_env.world_models.programs.program_profile.ProgramProfileWorldModel` (program syntax
   and task features, plus how the suite's 72 structured programs co-vary across tasks) and
   saves one pickle (``load_default_ml_world_model(OUT)``).
 * ``program`` (the ML world model v2): fits a
-  :class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel` on program syntax and
+  :class:`~wmrl_env.world_models.programs.program_task.ProgramTaskWorldModel` on program syntax and
   task features and saves one pickle (``load_ml_world_model("v2", OUT)``).
 
 For both, ``--table-split SPLIT`` (or ``wm,train``) reads the committed execution table's
 rows of those splits instead of a log; contexts must be task descriptions.
 * ``causal-lm``: LoRA fine-tuning of a causal LM scorer
-  (:func:`~wmrl_env.world_models.lora.finetune_lora`); saves the adapter and the scorer
+  (:func:`~wmrl_env.world_models.lm.lora.finetune_lora`); saves the adapter and the scorer
   configuration (``CausalLMScorer.load(OUT)``), or with ``--merge`` a plain model directory.
 
 The log is a CSV or SQLite file (:func:`~wmrl_env.world_models.training_data.read_training_pairs`);
@@ -25,7 +25,7 @@ printed on stdout.
 
 Example:
     $ wmrl train-world-model --backend profile --table-split wm,train \\
-          --out wmrl_env/world_models/pretrained/ml_program_profile_v3.npz
+          --out wmrl_env/world_models/programs/pretrained/ml_program_profile_v3.npz
     $ wmrl train-world-model runs/log.sqlite --backend causal-lm --model ./qwen-0.5b \\
           --contexts tasks.json --epochs 2 --out runs/wm-lora
 """
@@ -42,8 +42,8 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from wmrl_env.world_models.heads import HEADS
-    from wmrl_env.world_models.lora import LoraTrainingConfig
+    from wmrl_env.world_models.embeddings.heads import HEADS
+    from wmrl_env.world_models.lm.lora import LoraTrainingConfig
 
     parser = subparsers.add_parser(
         "train-world-model",
@@ -102,8 +102,11 @@ def register(subparsers: Any) -> None:
 
 
 def _train_embedding(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
-    from wmrl_env.world_models.embedding_regressor import DEFAULT_HEAD, EmbeddingRegressor
-    from wmrl_env.world_models.encoder import TextEncoder
+    from wmrl_env.world_models.embeddings.embedding_regressor import (
+        DEFAULT_HEAD,
+        EmbeddingRegressor,
+    )
+    from wmrl_env.world_models.embeddings.encoder import TextEncoder
 
     encoder_kwargs = {"max_length": args.max_length} if args.max_length else {}
     encoder = TextEncoder(args.model, **encoder_kwargs)
@@ -117,7 +120,7 @@ def _train_embedding(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
 
 def _train_program(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
     from wmrl_env.envs.ml_tasks.features import TASK_FEATURE_NAMES, context_features
-    from wmrl_env.world_models.program_task import ProgramTaskWorldModel
+    from wmrl_env.world_models.programs.program_task import ProgramTaskWorldModel
 
     model = ProgramTaskWorldModel(
         context_features, TASK_FEATURE_NAMES, score_range=tuple(args.score_range), seed=args.seed
@@ -139,7 +142,7 @@ def _train_program(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
 
 
 def _train_profile(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
-    from wmrl_env.world_models.ml_default import new_ml_world_model
+    from wmrl_env.world_models.programs.ml_default import new_ml_world_model
 
     model = new_ml_world_model("v3", score_range=tuple(args.score_range), seed=args.seed)
     model.fit(pairs.contexts, pairs.artifacts, pairs.scores)
@@ -157,7 +160,7 @@ def _train_profile(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
 def _table_pairs(args: argparse.Namespace) -> Any:
     import numpy as np
 
-    from wmrl_env.world_models.ml_default import pretraining_tasks, table_training_pairs
+    from wmrl_env.world_models.programs.ml_default import pretraining_tasks, table_training_pairs
     from wmrl_env.world_models.training_data import TrainingPairs
 
     if args.table_tasks:
@@ -170,10 +173,10 @@ def _table_pairs(args: argparse.Namespace) -> Any:
 
 
 def _train_causal_lm(args: argparse.Namespace, pairs: Any) -> dict[str, Any]:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
-    from wmrl_env.world_models.lora import LoraTrainingConfig, finetune_lora
-    from wmrl_env.world_models.prompting import ScorePrompt
-    from wmrl_env.world_models.score_bins import ScoreBins
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.lora import LoraTrainingConfig, finetune_lora
+    from wmrl_env.world_models.lm.prompting import ScorePrompt
+    from wmrl_env.world_models.lm.score_bins import ScoreBins
 
     if not args.model:
         raise ValueError("--model is required for --backend causal-lm")

@@ -5,11 +5,12 @@ call it
 
 1. scores every completion with a world model (one batched ``predict``),
 2. groups the completions by prompt (a GRPO group),
-3. picks anchor groups with :meth:`RewardFusion.select_anchors` (uniformly, or with
-   ``anchor_priority="uncertainty"`` by the world model's predictive std), forces every group
-   holding an invalid world-model prediction (NaN, out of range, unparseable: never passed
-   on) with :meth:`RewardFusion.force_anchors`, and
-   executes the anchors for real through an :class:`~wmrl_env.executors.base.Executor`
+3. plans the round with the anchored-round engine (:class:`~wmrl_env.rounds.AnchoredRound`):
+   anchor groups drawn uniformly, or with ``anchor_priority="uncertainty"`` / ``"ucb"`` from
+   the world model's std or upper bound; optionally only ``execute_per_group`` members of
+   each anchor group (screening); every group holding an invalid world-model prediction
+   (NaN, out of range, unparseable: never passed on) forced (``pi = 1``), and
+   executes the plan for real through an :class:`~wmrl_env.executors.base.Executor`
    (``to_job(prompt, completion, **columns) -> Job``),
 4. fuses both streams with :class:`~wmrl_env.fusion.RewardFusion` and returns one value per
    completion: the **fused advantage**.
@@ -71,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.executors.base import ExecResult, Executor
-from wmrl_env.fusion import FusionOutput, RewardFusion, uncertainty_priorities
+from wmrl_env.fusion import FusionOutput, RewardFusion
 from wmrl_env.fusion.reward_fusion import CALIBRATED_METHODS
 from wmrl_env.integrations._shared import (
     UPDATE_WORLD_MODEL,
@@ -82,7 +83,13 @@ from wmrl_env.integrations._shared import (
     flatten_metrics,
     real_outcome,
 )
-from wmrl_env.rounds import DEFAULT_MAX_INFRASTRUCTURE_FAILURES, InfrastructureHealth, task_cluster
+from wmrl_env.rounds import (
+    DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
+    AnchoredRound,
+    AnchorSelection,
+    known_outcomes,
+    task_cluster,
+)
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.base import (
     Prediction,
@@ -123,6 +130,7 @@ class RewardCall:
     fusion: FusionOutput
     returned: list[float | None]
     known_failure: np.ndarray  # scored failure_score without execution
+    metrics: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # as logged
 
 
 class WorldModelReward:
@@ -145,8 +153,17 @@ class WorldModelReward:
             memory, invalid output); default the minimum of ``score_range``, else 0.
         update_world_model: after each call, feed the anchors' real scores to the world
             model's ``update()`` (if it has one); on by default, as in every integration.
-        anchor_priority: ``"uniform"`` or ``"uncertainty"`` (anchor groups drawn with
-            priorities from the world model's std, :func:`~wmrl_env.fusion.uncertainty_priorities`).
+        anchor_priority: ``"uniform"``, ``"uncertainty"`` (anchor groups drawn with
+            priorities from the world model's std, :func:`~wmrl_env.fusion.uncertainty_priorities`)
+            or ``"ucb"`` (by each group's upper bound ``s + ucb_kappa * std`` above the
+            batch's lowest, :func:`~wmrl_env.fusion.ucb_priorities`).
+        ucb_kappa: the std's multiple in the upper bound (``"ucb"`` and screening).
+        execute_per_group: screening: execute only this many members of each anchor group,
+            drawn by their upper bound (:func:`~wmrl_env.fusion.screen_members`); ``None``
+            (default): whole groups.
+        screening: ``"pps"`` (default: each member's probability of execution known, PPI
+            stays unbiased) or ``"top"`` (the highest upper bounds; refused with ``ppi``).
+        screening_seed: seeds the screening draw.
         known_failure: ``artifact -> bool``, True for a program that certainly fails without
             running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse`): it is scored
             ``failure_score`` without execution (also inside an anchor group) and is no
@@ -176,28 +193,41 @@ class WorldModelReward:
         failure_score: float | None = None,
         update_world_model: bool = UPDATE_WORLD_MODEL,
         anchor_priority: str = "uniform",
+        ucb_kappa: float = 1.0,
+        execute_per_group: int | None = None,
+        screening: str = "pps",
+        screening_seed: int | None = None,
         known_failure: Callable[[Any], bool] | None = None,
         max_infrastructure_failures: int = DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
     ) -> None:
-        if anchor_priority not in ("uniform", "uncertainty"):
-            raise ValueError(
-                f"anchor_priority must be 'uniform' or 'uncertainty', got {anchor_priority!r}"
-            )
         if num_generations is not None and num_generations < 1:
             raise ValueError(f"num_generations must be >= 1, got {num_generations}")
         self.world_model = world_model
         self.executor = executor
         self.to_job = to_job
-        self.fusion = fusion if fusion is not None else RewardFusion(method="wmrl", seed=0)
+        selection = AnchorSelection(
+            priority=anchor_priority,
+            ucb_kappa=ucb_kappa,
+            execute_per_group=execute_per_group,
+            screening=screening,
+            rng=np.random.default_rng(screening_seed),
+        )
+        self.engine = AnchoredRound(
+            fusion if fusion is not None else RewardFusion(method="wmrl", seed=0),
+            failure_score=failure_score_for(failure_score, score_range),
+            selection=selection,
+            max_infrastructure_failures=max_infrastructure_failures,
+        )
+        self.fusion = self.engine.fusion
         self.to_context = to_context or (lambda prompt, **_: as_text(prompt))
         self.to_artifact = to_artifact or as_text
         self.num_generations = num_generations
         self.score_range = score_range
-        self.failure_score = failure_score_for(failure_score, score_range)
+        self.failure_score = self.engine.failure_score
         self.update_world_model = update_world_model
         self.anchor_priority = anchor_priority
         self.known_failure = known_failure
-        self.health = InfrastructureHealth(max_infrastructure_failures)
+        self.health = self.engine.health
         self.n_calls = 0
         self.n_scored = 0
         self.n_executed = 0
@@ -284,33 +314,33 @@ class WorldModelReward:
         if self.evaluating:
             return self._evaluate(prompts, completions, rows, prediction, step)
         group_ids = self._group_ids(prompts)
-        known = np.zeros(n, dtype=bool)
-        if self.known_failure is not None:
-            known = np.array([bool(self.known_failure(a)) for a in artifacts], dtype=bool)
-        is_anchor = self._anchors(group_ids, prediction, known)
-        real, failed, results = self._execute(
-            prompts, completions, rows, np.flatnonzero(is_anchor & ~known), prediction, step
-        )
-        out = self.fusion.step(
-            group_ids,
-            prediction.scores,
-            real,
-            failed=failed,
-            wm_valid=prediction.valid,
-            wm_std=prediction.std,
-            known_scores=np.where(known, self.failure_score, np.nan),
-            clusters=[task_cluster(_prompt_key(p)) for p in prompts],
-        )
+        known, known_status = known_outcomes(self.known_failure, artifacts)
+        plan = self.engine.plan(group_ids, prediction, known, known_status)
+        record = self.engine.record(n)
+        executed = np.flatnonzero(plan.execute)
+        record.add_all(executed, self._run(prompts, completions, rows, executed, prediction, step))
+        clusters = [task_cluster(_prompt_key(p)) for p in prompts]
+        finished = self.engine.finish(plan, record, prediction, clusters)
+        out, real, failed = finished.fusion, record.score, record.failed
         returned = [None if f else float(a) for a, f in zip(out.advantages, failed, strict=True)]
         if self.update_world_model:
             learn_from_real_scores(self.world_model, contexts, artifacts, real)
         self.n_calls += 1
         self.n_scored += n
-        self.n_executed += len(results)
+        self.n_executed += len(record.results)
         self.last_call = RewardCall(
-            group_ids, prediction, is_anchor, real, failed, results, out, returned, known
+            group_ids,
+            prediction,
+            plan.anchors,
+            real,
+            failed,
+            record.results,
+            out,
+            returned,
+            known,
+            finished.metrics,
         )
-        self._log(out, prediction, real, log_metric, log_extra)
+        self._log(finished.metrics, out, prediction, real, log_metric, log_extra)
         return returned
 
     def _group_ids(self, prompts: Sequence[Any]) -> np.ndarray:
@@ -329,19 +359,6 @@ class WorldModelReward:
                 )
         return np.arange(len(keys)) // g
 
-    def _anchors(
-        self, group_ids: np.ndarray, prediction: Prediction, known: np.ndarray
-    ) -> np.ndarray:
-        """Drawn anchor groups plus every group with an invalid prediction whose outcome is
-        not ``known`` (forced, pi = 1); the fusion records the inclusion probabilities."""
-        priorities = None
-        if self.anchor_priority == "uncertainty":
-            if prediction.std is None:
-                raise ValueError("anchor_priority='uncertainty' needs a world model with a std")
-            priorities = uncertainty_priorities(group_ids, prediction.std)
-        self.fusion.select_anchors(group_ids, priorities)
-        return self.fusion.force_anchors(~prediction.valid & ~known)
-
     def _execute(
         self,
         prompts: Sequence[Any],
@@ -351,25 +368,38 @@ class WorldModelReward:
         prediction: Prediction,
         step: int,
     ) -> tuple[np.ndarray, np.ndarray, list[ExecResult]]:
-        n = len(completions)
+        results = self._run(prompts, completions, rows, anchors, prediction, step)
+        self.health.record(results)
+        real = np.full(len(completions), np.nan)
+        missing = np.zeros(len(completions), dtype=bool)
+        for i, result in zip(anchors, results, strict=True):
+            real[i], missing[i] = real_outcome(result, self.failure_score)
+        return real, missing, results
+
+    def _run(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        rows: list[dict[str, Any]],
+        indices: np.ndarray,
+        prediction: Prediction,
+        step: int,
+    ) -> list[ExecResult]:
+        """Run the completions at ``indices`` for real; their jobs carry the tags ``step``
+        and ``wm_score``."""
         jobs = []
-        for i in anchors:
+        for i in indices:
             job = self.to_job(prompts[i], completions[i], **rows[i])
             if dataclasses.is_dataclass(job) and hasattr(job, "tags"):
                 wm_score = float(prediction.scores[i]) if prediction.valid[i] else math.nan
                 tags = {"step": step, "wm_score": wm_score, **job.tags}
                 job = dataclasses.replace(job, tags=tags)
             jobs.append(job)
-        results = self.executor.run(jobs) if jobs else []
-        self.health.record(results)
-        real = np.full(n, np.nan)
-        missing = np.zeros(n, dtype=bool)
-        for i, result in zip(anchors, results, strict=True):
-            real[i], missing[i] = real_outcome(result, self.failure_score)
-        return real, missing, results
+        return self.executor.run(jobs) if jobs else []
 
     @staticmethod
     def _log(
+        metrics: Mapping[str, Any],
         out: FusionOutput,
         prediction: Prediction,
         real: np.ndarray,
@@ -377,9 +407,8 @@ class WorldModelReward:
         log_extra: Callable[[str, list], None] | None,
     ) -> None:
         if log_metric is not None:
-            for name, value in flatten_metrics(out.metrics).items():
+            for name, value in flatten_metrics(metrics).items():
                 log_metric(name, value)
-            log_metric("wmrl/wm_valid_fraction", float(prediction.valid.mean()))
         if log_extra is not None:
             log_extra("wm_score", prediction.scores.tolist())
             log_extra("wm_valid", prediction.valid.tolist())

@@ -17,7 +17,7 @@ Three pieces:
 For a real VLA on a GPU the backbone is the VLA itself (e.g. OpenVLA-OFT with LoRA adapters:
 images + instruction in, its action head's chunk out), observations are camera images, and the
 world model for world-model groups is an image world model behind
-:class:`~wmrl_env.world_models.dynamics.TorchDynamicsAdapter`; see ``docs/robotics.md``.
+:class:`~wmrl_env.world_models.dynamics.ensemble.TorchDynamicsAdapter`; see ``docs/robotics.md``.
 
 Example:
     >>> import gymnasium as gym, numpy as np

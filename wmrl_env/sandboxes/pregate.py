@@ -71,7 +71,7 @@ class PreGate:
             second time keeps the gate cheap).
         max_entries: answers kept in an LRU cache keyed by program text.
         cache_key: programs with the same key share an answer (``None``: not judged by key);
-            e.g. :func:`~wmrl_env.world_models.program_features.code_key`, under which
+            e.g. :func:`~wmrl_env.world_models.programs.program_features.code_key`, under which
             programs that differ only in comment or blank lines (which compile and run
             alike) are judged once.
 

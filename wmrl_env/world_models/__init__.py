@@ -10,7 +10,12 @@ programs co-vary across tasks, calibrated std); :func:`load_ml_world_model` load
 by name.
 
 Backends with heavy dependencies (torch, transformers, vLLM) import them only when constructed.
-The learned dynamics ensemble for robot state lives in :mod:`wmrl_env.world_models.dynamics`.
+The learned dynamics ensemble for robot state lives in
+:mod:`wmrl_env.world_models.dynamics.ensemble`. The modules are grouped by family:
+:mod:`~wmrl_env.world_models.programs`, :mod:`~wmrl_env.world_models.lm`,
+:mod:`~wmrl_env.world_models.embeddings` and :mod:`~wmrl_env.world_models.dynamics`; what
+they share (the prediction types, the outcome contract, text keys, conformal std, saved
+state files, training pairs) is at the top.
 """
 
 from wmrl_env.world_models.base import (
@@ -22,19 +27,22 @@ from wmrl_env.world_models.base import (
     as_prediction,
     as_step_prediction,
 )
-from wmrl_env.world_models.causal_lm import CausalLMScorer
-from wmrl_env.world_models.embedding_regressor import EmbeddingRegressor
-from wmrl_env.world_models.encoder import TextEncoder
-from wmrl_env.world_models.ml_default import load_default_ml_world_model, load_ml_world_model
-from wmrl_env.world_models.online_lora import OnlineLoraConfig
+from wmrl_env.world_models.embeddings.embedding_regressor import EmbeddingRegressor
+from wmrl_env.world_models.embeddings.encoder import TextEncoder
+from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
+from wmrl_env.world_models.lm.online_lora import OnlineLoraConfig
+from wmrl_env.world_models.lm.prompting import ScorePrompt, StatusPrompt
+from wmrl_env.world_models.lm.score_bins import ScoreBins
+from wmrl_env.world_models.lm.vllm_backend import VLLMScorer
 from wmrl_env.world_models.outcomes import OutcomePrediction
-from wmrl_env.world_models.program_profile import ProgramProfileWorldModel
-from wmrl_env.world_models.program_task import ProgramTaskWorldModel
-from wmrl_env.world_models.prompting import ScorePrompt, StatusPrompt
-from wmrl_env.world_models.score_bins import ScoreBins
-from wmrl_env.world_models.status_model import StatusModel
+from wmrl_env.world_models.programs.ml_default import (
+    load_default_ml_world_model,
+    load_ml_world_model,
+)
+from wmrl_env.world_models.programs.program_profile import ProgramProfileWorldModel
+from wmrl_env.world_models.programs.program_task import ProgramTaskWorldModel
+from wmrl_env.world_models.programs.status_model import StatusModel
 from wmrl_env.world_models.training_data import read_training_pairs
-from wmrl_env.world_models.vllm_backend import VLLMScorer
 
 __all__ = [
     "CausalLMScorer",

@@ -4,7 +4,7 @@ so no scikit-learn (or NumPy) version to match and no code run on load.
 The file holds a JSON ``header`` that describes the state's structure and one array per
 NumPy array in it. What it stores: ``None``, booleans, numbers, strings, lists, tuples,
 dicts with string keys, NumPy arrays (not of objects) and frozen dataclasses of
-``wmrl_env`` built from these (:class:`~wmrl_env.world_models.tree_ensemble.TreeEnsemble`
+``wmrl_env`` built from these (:class:`~wmrl_env.world_models.programs.tree_ensemble.TreeEnsemble`
 is how boosters are stored). Anything else is refused when saving.
 
 Example:
@@ -121,9 +121,15 @@ def _decode(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
     module, _, name = value["dataclass"].partition(":")
     if not module.startswith("wmrl_env."):
         raise ValueError(f"a saved state names {value['dataclass']}, outside wmrl_env")
-    cls = importlib.import_module(module)
-    for part in name.split("."):
-        cls = getattr(cls, part)
+    try:
+        cls = importlib.import_module(module)
+        for part in name.split("."):
+            cls = getattr(cls, part)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(
+            f"a saved state names {value['dataclass']}, which this version of wmrl_env does "
+            "not have (saved by another version: save it again with this one)"
+        ) from error
     if not dataclasses.is_dataclass(cls):
         raise ValueError(f"a saved state names {value['dataclass']}, not a dataclass")
     return cls(**{key: _decode(item, arrays) for key, item in value["fields"].items()})

@@ -12,7 +12,7 @@ claiming certainty.
 "Held-out" means the model never trained on the pair: the LM scorers keep a share of their
 anchors out of training (:func:`held_out_mask`, by a hash of the prompt, so a repeated program
 stays on its side) plus any pairs given to
-:meth:`~wmrl_env.world_models.prompting.PromptScorer.calibrate`, and recompute their residuals
+:meth:`~wmrl_env.world_models.lm.prompting.PromptScorer.calibrate`, and recompute their residuals
 under the current model after every update, so calibration and prediction see the same model.
 Until ``min_residuals`` residuals are in the window the raw spread passes unchanged.
 

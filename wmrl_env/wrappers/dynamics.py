@@ -29,6 +29,7 @@ import numpy as np
 
 from wmrl_env.env_executors.gym_env import EnvJob
 from wmrl_env.executors.base import ExecResult
+from wmrl_env.world_models.base import Prediction
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.shadows import AnchorShadow
@@ -72,6 +73,9 @@ class DynamicsRound(Round):
         # executor slots numbered per round: the real envs kept alive are bounded by the
         # anchors of one round, not by every env that was ever an anchor
         self.slot_of = {int(i): k for k, i in enumerate(np.flatnonzero(setup.anchors))}
+        # the anchors play from the first step; groups with an invalid prediction are forced
+        # when the round ends (replayed from their start)
+        self.plan = setup.engine.plan(setup.layout.group_ids, None, drawn=setup.anchors)
 
     def step(self, actions: list[Any]) -> StepOutput:
         setup = self.setup
@@ -220,8 +224,8 @@ class DynamicsRound(Round):
         layout = self.setup.layout
         replay = layout.groups_of(~self.wm_valid) & ~layout.groups_of(self.setup.anchors)
         results: list[ExecResult] = []
+        self.plan = self.setup.engine.force(self.plan, layout.members(replay))
         if replay.any():
-            self.force_groups(replay)
             indices = list(np.flatnonzero(layout.members(replay)))
             jobs = [
                 self.setup.starts.job(int(layout.group_ids[i]), self.actions[i], env=int(i))
@@ -229,7 +233,7 @@ class DynamicsRound(Round):
             ]
             results = self.setup.executor.run(jobs)
             self.real.add_all(indices, results)
-        return self.fuse(self.wm_return, self.wm_valid, info), results
+        return self.fuse(Prediction(self.wm_return, valid=self.wm_valid), info), results
 
 
 def _stack(items: list[Any], dtype: Any) -> np.ndarray:

@@ -18,6 +18,10 @@ Data flow of ``step(actions)``:
    as known outcomes (``info["known_status"]``: the gate's status, where it gives one);
 4. the fusion turns world-model and real scores into rewards, weights and advantages.
 
+The draw, screening, forcing and known outcomes are planned by the anchored round's engine
+(:meth:`~wmrl_env.rounds.AnchoredRound.plan`), and the round is finished by it
+(:meth:`~wmrl_env.rounds.AnchoredRound.finish`), as in every integration.
+
 The world model may learn from the round's real scores (``update``), when it has that method
 (:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
 """
@@ -25,37 +29,21 @@ The world model may learn from the round's real scores (``update``), when it has
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.executors.base import ExecResult
-from wmrl_env.fusion import screen_members, ucb_priorities, uncertainty_priorities
-from wmrl_env.sandboxes.pregate import PreGate
-from wmrl_env.world_models.base import Prediction, learn_from_real_scores
+from wmrl_env.rounds.plan import known_outcomes
+from wmrl_env.world_models.base import learn_from_real_scores
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.starts import check_same_starts
 from wmrl_env.wrappers.world_model_calls import predict_outcome
 
 __all__ = ["OutcomeRound", "known_outcomes"]
-
-
-def known_outcomes(
-    known_failure: Callable[[Any], bool] | None, actions: Sequence[Any], n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per env: whether its outcome is known to be a failure, and its status where the
-    predicate tells one (a :class:`~wmrl_env.sandboxes.pregate.PreGate` answers a whole
-    batch with statuses; a plain predicate gives ``"failed"``)."""
-    if known_failure is None:
-        return np.zeros(n, dtype=bool), np.full(n, "", dtype=object)
-    if isinstance(known_failure, PreGate):
-        answer = known_failure.answer(actions)
-        return answer.known, answer.status.astype(object)
-    known = np.array([bool(known_failure(a)) for a in actions], dtype=bool)
-    return known, np.where(known, "failed", "").astype(object)
 
 
 class OutcomeRound(Round):
@@ -66,34 +54,35 @@ class OutcomeRound(Round):
         self.update_world_model = update_world_model
 
     def step(self, actions: list[Any]) -> StepOutput:
-        setup = self.setup
+        setup, engine = self.setup, self.setup.engine
         layout, starts = setup.layout, setup.starts
         contexts = layout.expand(starts.observations)
 
         submitted_at = time.perf_counter()
-        known, known_status = known_outcomes(setup.known_failure, actions, layout.num_envs)
+        known, known_status = known_outcomes(setup.known_failure, actions)
         early = None
-        selection = setup.selection
-        if self.anchors is None or selection.execute_per_group is not None:
+        if self.anchors is None or engine.selection.needs_prediction:
             # prediction-driven anchors or screening: they need this step's prediction
             early = predict_outcome(setup.world_model, contexts, actions, setup.score_range)
         if self.anchors is None:
-            self.anchors = self._draw_anchors(early[0], known)
-        if selection.execute_per_group is not None:
-            self.anchors = self._screen(early[0], known)
-        indices = list(np.flatnonzero(self.anchors & ~known))
-        futures = self._submit(indices, actions)  # they run while the world model predicts
+            self.anchors = engine.draw(layout.group_ids, early[0], known)
+        indices: list[int] = []
+        futures: list[Future[ExecResult]] = []
+        if early is None:  # anchors drawn at reset: they run while the world model predicts
+            indices = list(np.flatnonzero(self.anchors & ~known))
+            futures = self._submit(indices, actions)
         prediction, wm_seconds = early or predict_outcome(
             setup.world_model, contexts, actions, setup.score_range
         )
-        unknown_invalid = ~prediction.valid & ~known
-        forced = layout.groups_of(unknown_invalid) & ~layout.groups_of(self.anchors)
-        if forced.any():
-            extra = list(np.flatnonzero(layout.members(forced) & ~known))
+        plan = engine.plan(layout.group_ids, prediction, known, known_status, drawn=self.anchors)
+        self.plan = plan
+        submitted = np.zeros(layout.num_envs, dtype=bool)
+        submitted[indices] = True
+        for batch in (plan.execute & plan.drawn, plan.execute):  # drawn groups, then forced
+            extra = list(np.flatnonzero(batch & ~submitted))
+            submitted[extra] = True
             futures += self._submit(extra, actions)
             indices += extra
-        if unknown_invalid.any():  # pi = 1 for every group with an invalid prediction
-            self.force_groups(layout.groups_of(unknown_invalid))
         results = [future.result() for future in futures]
         real_wall_seconds = time.perf_counter() - submitted_at
         self.real.add_all(indices, results)
@@ -102,8 +91,7 @@ class OutcomeRound(Round):
         )
 
         info: dict[str, Any] = {}
-        known_scores = np.where(known, setup.failure_score, np.nan)
-        rewards = self.fuse(prediction.scores, prediction.valid, info, prediction.std, known_scores)
+        rewards = self.fuse(prediction, info)
         add_per_env(info, known_failure=known, known_status=known_status)
         self.real_info(info)
         add_per_env(
@@ -132,52 +120,9 @@ class OutcomeRound(Round):
             info=info,
         )
 
-    def _draw_anchors(self, prediction: Prediction, known: np.ndarray) -> np.ndarray:
-        """Anchors drawn with priorities from the world model's predictive std
-        (``"uncertainty"``) or from each group's upper bound above the best real score
-        found so far in its context (``"ucb"``); members with a known outcome add nothing."""
-        selection = self.setup.selection
-        group_ids = self.setup.layout.group_ids
-        if selection.priority == "ucb":
-            priorities = ucb_priorities(
-                group_ids,
-                np.where(prediction.valid, prediction.scores, np.nan),
-                prediction.std,
-                selection.ucb_kappa,
-                selection.reference,
-                known=known,
-            )
-        elif prediction.std is None:
-            raise ValueError(
-                "anchor_priority='uncertainty' needs a world model that returns a std "
-                "(predict -> (scores, std) or a Prediction with std)"
-            )
-        else:
-            priorities = uncertainty_priorities(group_ids, prediction.std, known=known)
-        return np.asarray(self.setup.fusion.select_anchors(group_ids, priorities), dtype=bool)
-
-    def _screen(self, prediction: Prediction, known: np.ndarray) -> np.ndarray:
-        """The members of the anchor groups to execute: ``execute_per_group`` of each, by
-        their upper bound ``s + ucb_kappa * std`` (a group with an invalid prediction is
-        executed whole; members with a known outcome are never chosen); the fusion records
-        each member's probability."""
-        selection = self.setup.selection
-        std = np.zeros(len(prediction)) if prediction.std is None else prediction.std
-        upper = np.where(prediction.valid, prediction.scores + selection.ucb_kappa * std, np.nan)
-        executed, member_pi = screen_members(
-            self.setup.layout.group_ids,
-            upper,
-            selection.execute_per_group,
-            selection.rng,
-            selection.screening,
-            self.setup.fusion.uniform_mix,
-            known=known,
-        )
-        return np.asarray(
-            self.setup.fusion.screen_anchors(executed, member_pi, known=known), dtype=bool
-        )
-
-    def _submit(self, indices: list[int], actions: list[Any]) -> list[Future[ExecResult]]:
+    def _submit(self, indices: Sequence[int], actions: list[Any]) -> list[Future[ExecResult]]:
+        if not indices:
+            return []
         group_ids = self.setup.layout.group_ids
         jobs = [
             self.setup.starts.job(int(group_ids[i]), actions=(actions[i],), env=int(i))

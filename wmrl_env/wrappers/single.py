@@ -21,22 +21,47 @@ episode's reward stream.
   shadows them with the same actions, which gives the (world-model, real) return pair.
 
 An invalid prediction sends the episode to the real env (outcome: the step is executed;
-multi-step: the actions so far are replayed from the start). A failing real step never
-raises: ``info["exec_status"]`` says what happened and the reward falls back to the
-calibrated world-model score, or ``failed_reward`` when there is none.
+multi-step: the actions so far are replayed from the start): it is *forced*, executed with
+certainty. An action known to fail without running it (``known_failure``, outcome tasks)
+is never executed and returns ``failure_score``. A failing real step does not raise:
+``info["exec_status"]`` says what happened and the reward falls back to the calibrated
+world-model score, or ``failed_reward`` when there is none; but
+``max_infrastructure_failures`` infrastructure failures in a row raise
+:class:`~wmrl_env.rounds.InfrastructureFailureError` (the anchored round's circuit breaker),
+and anchor episodes whose real step failed count towards the fusion's updates, so the
+gate's weight falls without new evidence (``gate_horizon``).
+
+With ``method="ppi"`` an episode returns PPI's reward instead: a drawn anchor
+``r / p - lam (1 / p - 1) f`` (``p``: ``anchor_probability``), a forced one ``r``, a
+world-model episode ``lam f`` (``f`` the calibrated score, ``lam`` the gate's weight, both
+from earlier updates), so each episode's expected reward over the draw is its real return.
+Each episode is an anchored round of one sample, planned and recorded like every other
+(:mod:`wmrl_env.rounds`): the real steps fold into a
+:class:`~wmrl_env.rounds.RealRecord` and the episode's final info carries the round metrics
+(:data:`~wmrl_env.rounds.ROUND_METRICS`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.core import ActType, ObsType
 
 from wmrl_env.fusion import RewardFusion, fusion_weights
+from wmrl_env.fusion.ppi import rectified_rewards
+from wmrl_env.rounds import (
+    DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
+    InfrastructureHealth,
+    RealRecord,
+    known_outcomes,
+)
+from wmrl_env.rounds.plan import check_known_failure
 from wmrl_env.world_models.base import AnyWorldModel
+from wmrl_env.wrappers.episode import Episode
 from wmrl_env.wrappers.world_model_calls import predict_outcome, predict_step, task_kind
 
 __all__ = ["WorldModelWrapper"]
@@ -51,8 +76,8 @@ class WorldModelWrapper(
         env: the real env (reset is cheap; stepping it is what the wrapper saves).
         world_model: ``predict(contexts, artifacts)`` or ``predict_step(observations, actions)``.
         anchor_probability: chance that an episode runs in the real env.
-        fusion: a :class:`~wmrl_env.fusion.RewardFusion` with method ``"wmrl"`` or
-            ``"debias"`` and ``centre_groups=False``; default
+        fusion: a :class:`~wmrl_env.fusion.RewardFusion` with method ``"wmrl"``,
+            ``"debias"`` or ``"ppi"`` and ``centre_groups=False``; default
             ``RewardFusion(method="wmrl", window=8, decay=0.8, min_pairs=8, centre_groups=False)``.
         pairs_per_update: anchor episodes collected before each fusion update (one update is
             one "step" of the calibration window).
@@ -64,6 +89,13 @@ class WorldModelWrapper(
             own fault (a non-finite reward: ``invalid_output``), which is then a calibration
             pair; default ``score_range``'s low end, else such an episode is treated like an
             infrastructure failure (``error``: the env raised), whose score is missing.
+        known_failure: ``action -> bool`` (outcome tasks), True for an action certainly
+            failing without running it (e.g. :func:`~wmrl_env.sandboxes.does_not_parse`, or
+            a :class:`~wmrl_env.sandboxes.pregate.PreGate`): never executed, it returns
+            ``failure_score`` (needed then).
+        max_infrastructure_failures: real steps failing in the infrastructure in a row (the
+            env raised) before ``step`` raises
+            :class:`~wmrl_env.rounds.InfrastructureFailureError` (0: never).
 
     Example:
         >>> import numpy as np
@@ -98,6 +130,8 @@ class WorldModelWrapper(
         score_range: tuple[float, float] | None = None,
         failed_reward: float = 0.0,
         failure_score: float | None = None,
+        known_failure: Callable[[Any], bool] | None = None,
+        max_infrastructure_failures: int = DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
     ) -> None:
         if not 0.0 <= anchor_probability <= 1.0:
             raise ValueError(f"anchor_probability must be in [0, 1], got {anchor_probability}")
@@ -119,10 +153,10 @@ class WorldModelWrapper(
         self.fusion = fusion or RewardFusion(
             method="wmrl", window=8, decay=0.8, min_pairs=8, centre_groups=False
         )
-        if self.fusion.method not in ("wmrl", "debias"):
+        if self.fusion.method not in ("wmrl", "debias", "ppi"):
             raise ValueError(
                 f"the single-env wrapper calibrates and weighs episodes: the fusion's method must "
-                f"be 'wmrl' or 'debias', got {self.fusion.method!r}"
+                f"be 'wmrl', 'debias' or 'ppi', got {self.fusion.method!r}"
             )
         self.pairs_per_update = pairs_per_update
         self.score_range = score_range
@@ -130,13 +164,17 @@ class WorldModelWrapper(
         if failure_score is None:
             failure_score = score_range[0] if score_range is not None else math.nan
         self.failure_score = float(failure_score)
+        check_known_failure(known_failure, self.kind, self.failure_score)
+        self.known_failure = known_failure
+        self.health = InfrastructureHealth(max_infrastructure_failures)
         spec = env.spec
         self.max_episode_steps = max_episode_steps or (spec.max_episode_steps if spec else None)
         if self.kind == "dynamics" and self.max_episode_steps is None:
             raise ValueError("multi-step tasks need max_episode_steps (or an env spec with it)")
-        self._pending: list[tuple[float, float]] = []
+        self._pending: list[tuple[float, float, float]] = []  # (wm score, real score, std)
+        self._stale = 0  # anchor episodes without evidence since the last update
         self._anchor_rng = np.random.default_rng()
-        self._episode: _Episode | None = None
+        self._episode: Episode | None = None
 
     # -- gymnasium API -----------------------------------------------------------------------
 
@@ -147,7 +185,7 @@ class WorldModelWrapper(
         if seed is not None:  # same seed, same anchor decisions
             self._anchor_rng = np.random.default_rng([seed, 0xA7C0])
         is_anchor = bool(self._anchor_rng.random() < self.anchor_probability)
-        self._episode = _Episode(observation, is_anchor)
+        self._episode = Episode(observation, is_anchor, self._record())
         return observation, {
             **info,
             "is_anchor": is_anchor,
@@ -164,23 +202,29 @@ class WorldModelWrapper(
             return self._outcome_step(episode, action)
         return self._dynamics_step(episode, action)
 
-    def _outcome_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _outcome_step(self, episode: Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
         prediction, _ = predict_outcome(
             self.world_model, [episode.start], [action], self.score_range
         )
         episode.wm_return, episode.wm_valid = float(prediction.scores[0]), bool(prediction.valid[0])
-        if not (episode.is_anchor or episode.wm_valid):
+        if prediction.std is not None:
+            episode.wm_std = float(prediction.std[0])
+        known, _ = known_outcomes(self.known_failure, [action])
+        if known[0]:  # never executed: its outcome is the failure score
+            episode.known = True
+            episode.executed = False
+        elif not (episode.is_anchor or episode.wm_valid):
             episode.executed = True  # an invalid prediction goes to the real env
         if not episode.executed:
             return self._end(episode, episode.start, True, False, {})
-        real = self._real_step(episode, action)
+        real = episode.real_step(self.env, action)
         return self._end(episode, real.observation, True, False, real.info)
 
-    def _dynamics_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _dynamics_step(self, episode: Episode, action: Any) -> tuple[Any, float, bool, bool, dict]:
         if episode.executed:
             if episode.model_active:  # the model shadows the real episode, same actions
                 self._model_step(episode, action)
-            real = self._real_step(episode, action)
+            real = episode.real_step(self.env, action)
             observation, reward, info = real.observation, real.reward, real.info
             terminated, truncated = real.terminated, real.truncated or real.status != "ok"
         else:
@@ -192,7 +236,7 @@ class WorldModelWrapper(
         episode.paid += reward
         return observation, reward, False, False, {**info, "is_anchor": episode.executed}
 
-    def _model_step(self, episode: _Episode, action: Any) -> tuple[Any, float, bool]:
+    def _model_step(self, episode: Episode, action: Any) -> tuple[Any, float, bool]:
         """One imagined step from the episode's model state; ``(obs, reward, terminated)``."""
         state = np.asarray(episode.model_observation)[None]
         prediction, _ = predict_step(self.world_model, state, np.asarray(action)[None])
@@ -205,38 +249,11 @@ class WorldModelWrapper(
         episode.model_active = not terminated
         return episode.model_observation, float(prediction.rewards[0]), terminated
 
-    def _real_step(self, episode: _Episode, action: Any) -> _RealStep:
-        """Step the real env; a failure becomes a status, never an exception."""
-        try:
-            observation, reward, terminated, truncated, info = self.env.step(action)
-        except Exception as error:
-            message = f"step raised {type(error).__name__}: {error}"
-            return self._real_failed(episode, "error", message)
-        reward = float(reward)
-        if not math.isfinite(reward):
-            return self._real_failed(episode, "invalid_output", f"step returned reward {reward}")
-        episode.real_return += reward
-        episode.status = "ok"
-        return _RealStep(observation, reward, bool(terminated), bool(truncated), "ok", info)
-
-    def _real_failed(self, episode: _Episode, status: str, message: str) -> _RealStep:
-        """End the real episode: a program failure scores ``failure_score``, an
-        infrastructure failure (or a program failure without one) is missing (NaN)."""
-        program_failure = status != "error" and not math.isnan(self.failure_score)
-        episode.status = status
-        episode.real_return = self.failure_score if program_failure else math.nan
-        info = {"exec_message": message}
-        return _RealStep(episode.model_observation, math.nan, False, True, status, info)
-
-    def _replay(self, episode: _Episode) -> None:
-        """Play the imagined episode's actions in the real env from its start, open loop."""
-        for action in episode.actions:
-            real = self._real_step(episode, action)
-            if real.status != "ok" or real.terminated or real.truncated:
-                return
+    def _record(self) -> RealRecord:
+        return RealRecord(1, self.failure_score, self.health)
 
     def _end(
-        self, episode: _Episode, observation: Any, terminated: bool, truncated: bool, info: dict
+        self, episode: Episode, observation: Any, terminated: bool, truncated: bool, info: dict
     ) -> tuple[Any, float, bool, bool, dict]:
         """Close the episode: its return is real when executed, else the calibrated model's.
 
@@ -244,21 +261,24 @@ class WorldModelWrapper(
         episode's rewards add up to it.
         """
         episode.done = True
-        if not episode.executed and not episode.wm_valid:
-            episode.executed = True
-            self._replay(episode)
-        real_score = episode.real_return if episode.executed else math.nan
+        if not episode.executed and not episode.wm_valid and not episode.known:
+            episode.executed = True  # forced: replayed for real
+            episode.replay(self.env)
+        record = episode.record
+        real_score = float(record.score[0]) if episode.executed else math.nan
         calibrated = math.nan
         if episode.wm_valid:
             calibrated = float(self.fusion.calibrator.transform(np.array([episode.wm_return]))[0])
-        if math.isfinite(real_score):
-            episode_return = real_score
-            if episode.wm_valid:
-                self._add_pair(episode.wm_return, real_score)
+        if episode.known:
+            episode_return = self.failure_score
+        elif math.isfinite(real_score):
+            episode_return = self._real_reward(episode, real_score, calibrated)
         elif episode.wm_valid:
-            episode_return = self._shrunk(calibrated)
+            episode_return = self._world_model_reward(calibrated)
         else:
             episode_return = self.failed_reward
+        if episode.is_anchor and not episode.known:  # after the rewards: earlier evidence only
+            self._evidence(episode, real_score)
         reward = episode_return - episode.paid
         return (
             observation,
@@ -270,15 +290,48 @@ class WorldModelWrapper(
                 **self._weights(episode.executed),
                 "is_anchor": episode.executed,
                 "anchor_probability": self.anchor_probability,
+                "inclusion_probability": 1.0 if episode.forced else self.anchor_probability,
                 "wm_score": episode.wm_return,
                 "wm_valid": episode.wm_valid,
                 "calibrated_score": calibrated,
                 "wm_weight": self.fusion.wm_weight,
                 "fused_reward": episode_return,
                 "real_score": real_score,
-                "exec_status": episode.status,
+                "exec_status": str(record.status[0]),
+                "known_failure": episode.known,
+                **episode.round_metrics(),
             },
         )
+
+    def _real_reward(self, episode: Episode, real_score: float, calibrated: float) -> float:
+        """An executed episode's reward: its real return; under ``ppi`` a drawn anchor's is
+        rectified by its inclusion probability (a forced one, executed with certainty, and
+        one without a valid prediction keep their real return)."""
+        if self.fusion.method != "ppi" or not (episode.is_anchor and episode.wm_valid):
+            return real_score
+        p = np.array([self.anchor_probability])
+        f = np.array([calibrated])
+        reward = rectified_rewards(f, f, np.array([real_score]), np.array([True]), p, self._lam())
+        return float(reward[0])
+
+    def _world_model_reward(self, calibrated: float) -> float:
+        """A world-model episode's reward: ``lam f`` under ``ppi``, else the calibrated
+        score shrunk towards the window's real level (:meth:`_shrunk`)."""
+        if self.fusion.method == "ppi":
+            return self._lam() * calibrated
+        return self._shrunk(calibrated)
+
+    def _lam(self) -> float:
+        return float(self.fusion.wm_weight)
+
+    def _evidence(self, episode: Episode, real_score: float) -> None:
+        """File a drawn anchor's evidence: a pair when both scores exist; a real step that
+        failed in the infrastructure counts as an update without evidence."""
+        if math.isfinite(real_score) and episode.wm_valid:
+            self._add_pair(episode.wm_return, real_score, episode.wm_std)
+        elif bool(episode.record.failed[0]):
+            self._stale += 1
+            self._update()
 
     def _shrunk(self, calibrated: float) -> float:
         """``level + lam * (f - level)``: the calibrated score shrunk by the gate's weight
@@ -289,14 +342,20 @@ class WorldModelWrapper(
         level = float(reals.mean())
         return level + self.fusion.wm_weight * (calibrated - level)
 
-    def _add_pair(self, wm_score: float, real_score: float) -> None:
-        """Buffer an anchor pair; every ``pairs_per_update`` pairs, the fusion learns from them."""
-        self._pending.append((wm_score, real_score))
-        if len(self._pending) < self.pairs_per_update:
+    def _add_pair(self, wm_score: float, real_score: float, std: float) -> None:
+        """Buffer an anchor pair; every ``pairs_per_update`` anchor episodes (pairs and
+        failed executions), the fusion learns from the pairs (the world model's std, where
+        it gives one, goes to the gate)."""
+        self._pending.append((wm_score, real_score, std))
+        self._update()
+
+    def _update(self) -> None:
+        if len(self._pending) + self._stale < self.pairs_per_update:
             return
-        wm, real = (np.array(values) for values in zip(*self._pending, strict=True))
-        self._pending = []
-        self.fusion.observe_anchors(wm, real)
+        rows = np.array(self._pending, dtype=np.float64).reshape(-1, 3)
+        self._pending, self._stale = [], 0
+        std = rows[:, 2] if rows.size and np.isfinite(rows[:, 2]).all() else None
+        self.fusion.observe_anchors(rows[:, 0], rows[:, 1], wm_std=std)
 
     def _weights(self, executed: bool) -> dict[str, float]:
         """The fusion's weights (kappa on real episodes, 1 elsewhere) normalised to mean 1
@@ -304,31 +363,3 @@ class WorldModelWrapper(
         kappa = self.fusion.kappa_estimator.kappa
         weight = fusion_weights(np.array([executed]), kappa, self.anchor_probability)[0]
         return {"kappa": kappa, "weight": float(weight)}
-
-
-class _RealStep(NamedTuple):
-    observation: Any
-    reward: float
-    terminated: bool
-    truncated: bool
-    status: str
-    info: dict[str, Any]
-
-
-class _Episode:
-    """The state of the episode in progress."""
-
-    def __init__(self, start: Any, is_anchor: bool) -> None:
-        self.start = start
-        self.is_anchor = is_anchor
-        self.model_observation = start
-        self.model_active = True
-        self.wm_valid = True
-        self.wm_return = 0.0
-        self.real_return = 0.0
-        self.paid = 0.0  # world-model rewards already handed out this episode
-        self.steps = 0
-        self.actions: list[Any] = []
-        self.executed = is_anchor  # played in the real env (an anchor, or sent there)
-        self.status = "not_executed"
-        self.done = False

@@ -22,13 +22,15 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from wmrl_env.env_executors.gym_env import Backend, GymEnvExecutor
 from wmrl_env.fusion import SCREENINGS, RewardFusion
+from wmrl_env.rounds.engine import AnchoredRound
+from wmrl_env.rounds.plan import ANCHOR_PRIORITIES, AnchorSelection, check_known_failure
 from wmrl_env.world_models.base import AnyWorldModel
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.imagined_priorities import imagined_priorities
 from wmrl_env.wrappers.info import add_per_env
 from wmrl_env.wrappers.outcome import OutcomeRound
-from wmrl_env.wrappers.rounds import AnchorSelection, InfrastructureHealth, Round, RoundSetup
+from wmrl_env.wrappers.rounds import InfrastructureHealth, Round, RoundSetup
 from wmrl_env.wrappers.shadows import SHADOWS, AnchorShadow
 from wmrl_env.wrappers.starts import GroupStarts, reset_groups
 from wmrl_env.wrappers.world_model_calls import task_kind
@@ -37,7 +39,6 @@ __all__ = ["WorldModelVectorEnv"]
 
 ANCHOR_STREAM = 0xA7C  # second word of the anchor draw's seed: independent of the starts
 SCREEN_STREAM = 0x5C2  # second word of the screening draw's seed
-ANCHOR_PRIORITIES = ("uniform", "uncertainty", "ucb")
 
 
 class WorldModelVectorEnv(VectorEnv):
@@ -247,10 +248,7 @@ class WorldModelVectorEnv(VectorEnv):
         if failure_score is None:
             failure_score = score_range[0] if score_range is not None else math.nan
         self.failure_score = float(failure_score)
-        if known_failure is not None and self.kind != "outcome":
-            raise ValueError("known_failure needs an outcome task (an action is the artifact)")
-        if known_failure is not None and math.isnan(self.failure_score):
-            raise ValueError("known_failure needs a failure_score (or score_range) to score with")
+        check_known_failure(known_failure, self.kind, self.failure_score)
         self.known_failure = known_failure
         self.health = InfrastructureHealth(max_infrastructure_failures)
         self.update_world_model = update_world_model
@@ -318,16 +316,8 @@ class WorldModelVectorEnv(VectorEnv):
                 self._screen_rng = np.random.default_rng([seed, SCREEN_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
-        anchors = self._draw_anchors(starts)
-        setup = RoundSetup(
-            layout=self.layout,
-            starts=starts,
-            anchors=anchors,
-            executor=self.executor,
-            world_model=self.world_model,
-            fusion=self.fusion,
-            score_range=self.score_range,
-            failed_reward=self.failed_reward,
+        engine = AnchoredRound(
+            self.fusion,
             failure_score=self.failure_score,
             health=self.health,
             selection=AnchorSelection(
@@ -338,6 +328,17 @@ class WorldModelVectorEnv(VectorEnv):
                 screening=self.screening,
                 rng=self._screen_rng,
             ),
+        )
+        anchors = self._draw_anchors(engine, starts)
+        setup = RoundSetup(
+            layout=self.layout,
+            starts=starts,
+            anchors=anchors,
+            executor=self.executor,
+            world_model=self.world_model,
+            engine=engine,
+            score_range=self.score_range,
+            failed_reward=self.failed_reward,
             known_failure=self.known_failure,
         )
         if self.kind == "outcome":
@@ -366,12 +367,12 @@ class WorldModelVectorEnv(VectorEnv):
         bounds = (space.low, space.high)
         return AnchorShadow(self.shadow, self.imagination_policy, keep_noise=True, bounds=bounds)
 
-    def _draw_anchors(self, starts: GroupStarts) -> np.ndarray | None:
+    def _draw_anchors(self, engine: AnchoredRound, starts: GroupStarts) -> np.ndarray | None:
         """The round's anchors per env; ``None`` for an outcome task's uncertainty-driven
         anchors (drawn at ``step``, from the prediction)."""
         group_ids = self.layout.group_ids
         if self.anchor_priority == "uniform":
-            return np.asarray(self.fusion.select_anchors(group_ids), dtype=bool)
+            return engine.draw(group_ids)
         if self.kind == "outcome":
             return None
         priorities = imagined_priorities(
@@ -381,7 +382,7 @@ class WorldModelVectorEnv(VectorEnv):
             self.max_episode_steps,
         )
         per_env = np.asarray(self.layout.expand(list(priorities)))
-        return np.asarray(self.fusion.select_anchors(group_ids, per_env), dtype=bool)
+        return engine.draw(group_ids, priorities=per_env)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Play one step of the round; see ``docs/wrappers.md`` for what comes back."""

@@ -27,6 +27,7 @@ MODULES = [
     "features",
     "rdata",
     "private_test",
+    "task_files",
     "grammar",
     "headroom",
     "pool",

@@ -176,7 +176,7 @@ def copy_model(model: Any) -> Any:
 
 
 def _untrained_model(config: RobotBenchConfig, start: SeedStart, obs_dim: int) -> Any:
-    from wmrl_env.world_models.dynamics import EnsembleConfig, EnsembleDynamicsModel
+    from wmrl_env.world_models.dynamics.ensemble import EnsembleConfig, EnsembleDynamicsModel
 
     action_dim = start.chunk_size * start.demos.actions.shape[1]
     ensemble = EnsembleConfig(

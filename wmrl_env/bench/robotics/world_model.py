@@ -2,8 +2,8 @@
 
 :class:`SuccessWorldModel` answers ``predict_step(states, chunks)`` for
 :class:`~wmrl_env.WorldModelVectorEnv`: the ensemble
-(:class:`~wmrl_env.world_models.dynamics.EnsembleDynamicsModel`) moves every state by a chunk,
-and success comes from one of two predictors:
+(:class:`~wmrl_env.world_models.dynamics.ensemble.EnsembleDynamicsModel`) moves every state by a
+chunk, and success comes from one of two predictors:
 
 * ``"classifier"`` (:class:`SuccessClassifier`): a logistic regression on the state, ``p(s)``.
   A step's reward is ``p(s') - p(s)`` (the rewards of an episode telescope to ``p(last) -

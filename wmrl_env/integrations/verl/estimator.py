@@ -256,6 +256,15 @@ def _metrics(
     out: FusionOutput | None, records: list[SampleRecord], included: np.ndarray, ambiguous: int
 ) -> dict[str, float]:
     metrics = flatten_metrics(out.metrics) if out is not None else {}
+    if out is not None:
+        metrics["wmrl/kappa"] = float(out.kappa)
+    # the round's metrics as every adapter names them (wmrl_env.rounds.ROUND_METRICS); verl
+    # forces no group (an invalid prediction outside the draw runs alone) and screens none
+    metrics["wmrl/n_executed"] = float(sum(r.executed for r in records))
+    metrics["wmrl/n_forced_anchor_groups"] = 0.0
+    metrics["wmrl/n_screened"] = 0.0
+    metrics["wmrl/n_program_failures"] = float(sum(r.program_failed for r in records))
+    metrics["wmrl/n_infrastructure_failures"] = float(sum(r.failed for r in records))
     metrics["wmrl/n_left_out"] = float((~included).sum())
     metrics["wmrl/wm_valid_fraction"] = float(np.mean([r.wm_valid for r in records]))
     metrics["wmrl/ambiguous_rows"] = float(ambiguous)

@@ -80,6 +80,8 @@ class SampleRecord:
         cluster: the sample's task (:func:`~wmrl_env.rounds.task_cluster` of its prompt by
             default; empty when unknown): the gate counts a task recurring across steps as
             one cluster.
+        executed: it ran for real (drawn, or alone because its prediction was invalid).
+        program_failed: that run failed by the program's fault (scored the failure score).
     """
 
     uid: str
@@ -94,6 +96,8 @@ class SampleRecord:
     known_score: float = math.nan
     wm_std: float = math.nan
     cluster: str = ""
+    executed: bool = False
+    program_failed: bool = False
 
     @property
     def reward_key(self) -> str:

@@ -90,4 +90,13 @@ def sample_record(
         known_score=outcome.known_score,
         wm_std=float(wm_std),
         cluster=sample.cluster,
+        executed=result is not None,
+        program_failed=result is not None and _program_failed(result),
     )
+
+
+def _program_failed(result: ExecResult) -> bool:
+    """The run failed by the program's fault: a program failure, or no finite score."""
+    if result.status.is_infrastructure_failure:
+        return False
+    return not (result.ok and math.isfinite(result.score))

@@ -1,7 +1,7 @@
 """World model v2 for ML code: reads the program and the task, learns the task at hand.
 
 Each (context, program) pair becomes one feature row: the program's syntax-tree features
-(:mod:`~wmrl_env.world_models.program_features`), the task's features (from
+(:mod:`~wmrl_env.world_models.programs.program_features`), the task's features (from
 ``task_featurizer(context)``; for the ML suite
 :func:`wmrl_env.envs.ml_tasks.features.context_features`, which reads the train file of
 the task a description names) and a few of their products that encode known failure modes
@@ -10,7 +10,7 @@ a regression task ...). Three parts:
 
 1. **Pretrained** (:meth:`fit`): histogram gradient boosting on every pair of many tasks.
 2. **Online, per task** (:meth:`update`): a Gaussian process on the residuals of that
-   task's anchors (:mod:`~wmrl_env.world_models.task_residual`), which can reorder
+   task's anchors (:mod:`~wmrl_env.world_models.programs.task_residual`), which can reorder
    programs; the newest ``max_anchors_per_task`` anchors of the ``max_tasks`` most recently
    updated tasks are kept (LRU).
 3. **How sure** (``Prediction.std``): the GP's predictive std (its prior fitted on
@@ -44,18 +44,19 @@ from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.conformal_std import coverage_scale
 from wmrl_env.world_models.outcomes import OutcomePrediction
-from wmrl_env.world_models.pretraining import (
+from wmrl_env.world_models.programs.gp_features import GP_BLOCKS, GP_COLUMNS
+from wmrl_env.world_models.programs.pretraining import (
     ArtifactFormat,
     fit_booster,
     one_thread,
     program_scale,
     spread_std,
 )
-from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
-from wmrl_env.world_models.program_outcomes import program_outcomes
-from wmrl_env.world_models.program_rows import ProgramTaskRows
-from wmrl_env.world_models.status_model import StatusModel
-from wmrl_env.world_models.task_residual import (
+from wmrl_env.world_models.programs.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.programs.program_outcomes import program_outcomes
+from wmrl_env.world_models.programs.program_rows import ProgramTaskRows
+from wmrl_env.world_models.programs.status_model import StatusModel
+from wmrl_env.world_models.programs.task_residual import (
     ResidualPrior,
     TaskPosterior,
     fit_residual_prior,
@@ -90,29 +91,6 @@ _ARTIFACT = ArtifactFormat(
         "fallback_score": "fallback_score",
     },
 )
-
-_GP_COLUMNS = np.array(
-    [
-        i
-        for i, name in enumerate(PROGRAM_FEATURE_NAMES)
-        if not name.startswith(("name_hash", "log_lines"))
-    ]
-)
-"""Program features the task-local GP measures distances on (hash buckets are left out)."""
-
-
-def _block(name: str) -> int:
-    if name.startswith(("family_", "is_")):
-        return 0
-    if name.startswith("log_") or name == "max_depth_unbounded":
-        return 1
-    if name in ("imputes", "scales", "log1p", "log1p_before_impute", "poly_degree", "pca"):
-        return 2
-    return 3
-
-
-_GP_BLOCKS = np.array([_block(PROGRAM_FEATURE_NAMES[i]) for i in _GP_COLUMNS])
-"""Length-scale blocks: model family, hyperparameters, preprocessing, the rest."""
 
 
 class ProgramTaskWorldModel:
@@ -177,7 +155,7 @@ class ProgramTaskWorldModel:
     def _program_space(self, rows: np.ndarray) -> np.ndarray:
         """Standardised program features (the GP's input); NaN -> the training mean."""
         program = rows[:, : len(PROGRAM_FEATURE_NAMES)]
-        return np.nan_to_num((program - self._program_mean) / self._program_scale)[:, _GP_COLUMNS]
+        return np.nan_to_num((program - self._program_mean) / self._program_scale)[:, GP_COLUMNS]
 
     # ----------------------------------------------------------------------- fitting
     def fit(
@@ -241,7 +219,7 @@ class ProgramTaskWorldModel:
         space = self._program_space(rows)
         per_task = [np.flatnonzero(groups == g) for g in range(n_tasks)]
         self.prior = fit_residual_prior(
-            [space[i] for i in per_task], [residuals[i] for i in per_task], _GP_BLOCKS
+            [space[i] for i in per_task], [residuals[i] for i in per_task], GP_BLOCKS
         )
         self.std_scale = self._conformal_scale(space, residuals, spread, per_task)
         self._anchors.clear()
@@ -318,7 +296,7 @@ class ProgramTaskWorldModel:
     def predict_outcomes(
         self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
     ) -> OutcomePrediction:
-        """The prediction contract (:mod:`~wmrl_env.world_models.program_outcomes`): status
+        """The prediction contract (:mod:`~wmrl_env.world_models.programs.program_outcomes`): status
         probabilities, score given ok with its std, expected reward under ``failure_score``
         (default: the score range's low end)."""
         return program_outcomes(self, self._row_builder, contexts, artifacts, failure_score)
@@ -392,7 +370,7 @@ class ProgramTaskWorldModel:
         """Restore :meth:`state_dict` onto this pretrained model."""
         if state.get("version") != FORMAT_VERSION:
             raise ValueError(f"state version {state.get('version')} is not {FORMAT_VERSION}")
-        width = len(_GP_COLUMNS)
+        width = len(GP_COLUMNS)
         anchors: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         for entry in state["tasks"]:
             x = np.asarray(entry["x"], dtype=np.float64)

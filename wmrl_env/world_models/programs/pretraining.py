@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from wmrl_env.world_models.artifact_file import is_state_file, read_state, write_state
-from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
-from wmrl_env.world_models.tree_ensemble import TreeEnsemble
+from wmrl_env.world_models.programs.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
 
 __all__ = [
     "ArtifactFormat",

@@ -5,21 +5,21 @@ Two modes:
 
 * ``"expectation"`` (default): one forward pass per batch; the score is the expectation over the
   score tokens' next-token probabilities, the std their spread
-  (:func:`~wmrl_env.world_models.prompting.prediction_from_log_probs`). Items whose probability
+  (:func:`~wmrl_env.world_models.lm.prompting.prediction_from_log_probs`). Items whose probability
   mass on the score tokens is below ``min_score_mass`` are flagged, not trusted.
 * ``"generate"``: greedy generation of a few tokens, parsed
-  (:func:`~wmrl_env.world_models.prompting.prediction_from_generations`); unparseable or
+  (:func:`~wmrl_env.world_models.lm.prompting.prediction_from_generations`); unparseable or
   out-of-range answers are flagged.
 
 Batches are left-padded (explicit position ids, so padding does not shift the positions) and
 sorted by length. Prompts longer than ``max_length`` tokens lose their beginning, never the
 artifact's end or the question. LoRA adapters trained by
-:func:`~wmrl_env.world_models.lora.finetune_lora` are saved and loaded with the scorer.
+:func:`~wmrl_env.world_models.lm.lora.finetune_lora` are saved and loaded with the scorer.
 
-Online (:meth:`~wmrl_env.world_models.prompting.PromptScorer.update`, the world-model contract):
+Online (:meth:`~wmrl_env.world_models.lm.prompting.PromptScorer.update`, the world-model contract):
 a share of each round's anchors is held out to calibrate the std
 (:class:`~wmrl_env.world_models.conformal_std.ConformalStd`), the rest train a bounded LoRA
-step (:class:`~wmrl_env.world_models.online_lora.OnlineLoraLearner`; needs the ``lora`` extra).
+step (:class:`~wmrl_env.world_models.lm.online_lora.OnlineLoraLearner`; needs the ``lora`` extra).
 
 Example (needs the ``transformers`` extra)::
 
@@ -40,13 +40,13 @@ import numpy as np
 
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.conformal_std import ConformalStd
-from wmrl_env.world_models.online_lora import (
+from wmrl_env.world_models.lm.online_lora import (
     OnlineLoraConfig,
     OnlineLoraLearner,
     OnlineUpdateReport,
 )
-from wmrl_env.world_models.prompting import MODES, PromptScorer, ScorePrompt
-from wmrl_env.world_models.score_bins import ScoreBins
+from wmrl_env.world_models.lm.prompting import MODES, PromptScorer, ScorePrompt
+from wmrl_env.world_models.lm.score_bins import ScoreBins
 
 __all__ = ["MODES", "CausalLMScorer"]
 
@@ -69,7 +69,7 @@ class CausalLMScorer(PromptScorer):
         dtype: torch dtype name (``"float32"``, ``"bfloat16"``, ...); default the model's own.
         adapter_path: a LoRA adapter directory to apply (see :meth:`save`).
         online: settings of online learning in :meth:`update`; default
-            :class:`~wmrl_env.world_models.online_lora.OnlineLoraConfig`.
+            :class:`~wmrl_env.world_models.lm.online_lora.OnlineLoraConfig`.
         calibration, holdout_fraction: the std's conformal calibration and the share of
             anchors kept out of training for it (see :class:`PromptScorer`).
     """

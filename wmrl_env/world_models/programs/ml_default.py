@@ -1,11 +1,11 @@
 """The default world model for the ML task suite: pretrained, committed, one call to load.
 
 :func:`load_default_ml_world_model` returns world model v3, the committed
-:class:`~wmrl_env.world_models.program_profile.ProgramProfileWorldModel`
+:class:`~wmrl_env.world_models.programs.program_profile.ProgramProfileWorldModel`
 (``pretrained/ml_program_profile_v3.npz``, pretrained on the ``wm`` and ``train`` splits:
 for any task outside them, i.e. the ``heldout`` split and a user's own tasks);
 :func:`load_ml_world_model` loads v2
-(:class:`~wmrl_env.world_models.program_task.ProgramTaskWorldModel`, pretrained on ``wm``
+(:class:`~wmrl_env.world_models.programs.program_task.ProgramTaskWorldModel`, pretrained on ``wm``
 alone: what ``wmrl bench`` uses, since it trains its policy on ``train`` tasks) or v3 by
 name. Both
 are wired to :func:`wmrl_env.envs.ml_tasks.features.context_features`: a context is a
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.sandboxes.pregate import PreGate
-from wmrl_env.world_models.program_profile import ProgramProfileWorldModel
-from wmrl_env.world_models.program_task import ProgramTaskWorldModel
-from wmrl_env.world_models.status_model import StatusModel, status_label
+from wmrl_env.world_models.programs.program_profile import ProgramProfileWorldModel
+from wmrl_env.world_models.programs.program_task import ProgramTaskWorldModel
+from wmrl_env.world_models.programs.status_model import StatusModel, status_label
 
 __all__ = [
     "ARTIFACTS",
@@ -95,7 +95,7 @@ def ml_pre_gate() -> PreGate:
     """The pre-gate of the ML suite: a program must write ``predictions.csv``; programs that
     differ only in comment or blank lines share an answer."""
     from wmrl_env.envs.ml_tasks.scoring import PREDICTIONS_FILE
-    from wmrl_env.world_models.program_features import code_key
+    from wmrl_env.world_models.programs.program_features import code_key
 
     return PreGate(submission=PREDICTIONS_FILE, cache_key=code_key)
 

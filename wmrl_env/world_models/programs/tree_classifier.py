@@ -1,9 +1,10 @@
 """A fitted histogram gradient-boosting classifier as plain arrays, predicting with NumPy (and
 SciPy's ``expit``) alone.
 
-:class:`TreeClassifier` holds one :class:`~wmrl_env.world_models.tree_ensemble.TreeEnsemble`
-per raw score of scikit-learn's ``HistGradientBoostingClassifier`` (one for two classes, one
-per class otherwise) and turns the raw scores into probabilities as scikit-learn does: the
+:class:`TreeClassifier` holds one
+:class:`~wmrl_env.world_models.programs.tree_ensemble.TreeEnsemble` per raw score of
+scikit-learn's ``HistGradientBoostingClassifier`` (one for two classes, one per class
+otherwise) and turns the raw scores into probabilities as scikit-learn does: the
 sigmoid of the one score for two classes, the softmax of the scores otherwise (the same
 operations in the same order, so the same numbers). A status model's classifier is kept in
 this form, so it loads under any scikit-learn (or none) and no pickle is needed.
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_env.world_models.tree_ensemble import TreeEnsemble
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
 
 __all__ = ["TreeClassifier"]
 

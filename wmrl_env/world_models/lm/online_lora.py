@@ -1,10 +1,10 @@
 """Online learning of a causal-LM scorer from anchors: a bounded LoRA step per update.
 
-Each :meth:`~wmrl_env.world_models.prompting.PromptScorer.update` hands this round's anchor
+Each :meth:`~wmrl_env.world_models.lm.prompting.PromptScorer.update` hands this round's anchor
 prompts and their soft targets (the score tokens whose expectation is the real score) to
 :meth:`OnlineLoraLearner.learn`, which
 
-* merges them into an :class:`~wmrl_env.world_models.anchor_memory.AnchorMemory` (a repeated
+* merges them into an :class:`~wmrl_env.world_models.lm.anchor_memory.AnchorMemory` (a repeated
   program averages its targets instead of taking another slot);
 * runs at most ``steps`` AdamW steps on LoRA adapters only (added on first use, zero-initialised
   so the first prediction is the base model's), each on a batch of this round's anchors plus a
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.utils.imports import require
-from wmrl_env.world_models.anchor_memory import AnchorMemory
-from wmrl_env.world_models.lora import (
+from wmrl_env.world_models.lm.anchor_memory import AnchorMemory
+from wmrl_env.world_models.lm.lora import (
     ALL_LINEAR,
     TunableScorer,
     add_lora_adapters,

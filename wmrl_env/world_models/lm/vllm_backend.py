@@ -1,7 +1,7 @@
 """The language-model world model served by vLLM: same prompts, same reading, faster engine.
 
-Prompts are rendered by :class:`~wmrl_env.world_models.prompting.ScorePrompt` and tokenised
-exactly as :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` does (no special tokens,
+Prompts are rendered by :class:`~wmrl_env.world_models.lm.prompting.ScorePrompt` and tokenised
+exactly as :class:`~wmrl_env.world_models.lm.causal_lm.CausalLMScorer` does (no special tokens,
 left truncation to ``max_length``), then sent as token ids to ``vllm.LLM.generate``:
 
 * ``"expectation"``: one token with ``SamplingParams(max_tokens=1, logprobs=K)``; the score
@@ -10,9 +10,9 @@ left truncation to ``max_length``), then sent as token ids to ``vllm.LLM.generat
   the vocabulary size for an exact expectation; 20 is usually enough for a tuned scorer).
 * ``"generate"``: greedy generation of ``max_new_tokens``, parsed.
 
-Online (:meth:`~wmrl_env.world_models.prompting.PromptScorer.update`): the anchors' residuals
+Online (:meth:`~wmrl_env.world_models.lm.prompting.PromptScorer.update`): the anchors' residuals
 calibrate the std as for every LM scorer. With a ``trainer`` (a
-:class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` on the same weights and prompt) the
+:class:`~wmrl_env.world_models.lm.causal_lm.CausalLMScorer` on the same weights and prompt) the
 anchors also train its LoRA adapters (the bounded online step), which are then saved and
 served through a new ``vllm.lora.request.LoRARequest`` (the engine needs
 ``enable_lora=True`` and ``max_lora_rank`` >= the adapters' rank). Without one, vLLM keeps its
@@ -50,10 +50,10 @@ import numpy as np
 
 from wmrl_env.utils.imports import require
 from wmrl_env.world_models.conformal_std import ConformalStd
-from wmrl_env.world_models.prompting import PromptScorer, ScorePrompt
+from wmrl_env.world_models.lm.prompting import PromptScorer, ScorePrompt
 
 if TYPE_CHECKING:
-    from wmrl_env.world_models.causal_lm import CausalLMScorer
+    from wmrl_env.world_models.lm.causal_lm import CausalLMScorer
 
 __all__ = ["VLLMScorer"]
 
@@ -76,7 +76,7 @@ class VLLMScorer(PromptScorer):
         llm_kwargs: passed to ``vllm.LLM`` (``dtype``, ``gpu_memory_utilization``, ...);
             ``seed=0`` unless given.
         llm: an already built ``vllm.LLM`` to share (then ``model`` only names it).
-        trainer: a :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` of the same model
+        trainer: a :class:`~wmrl_env.world_models.lm.causal_lm.CausalLMScorer` of the same model
             and prompt whose online LoRA updates vLLM then serves; ``None``: ``update`` only
             calibrates the std.
         calibration, holdout_fraction: the std's conformal calibration and the share of

@@ -2,7 +2,7 @@
 
 v2 and v3 are pretrained on rewards in which a failed run scores ``0``
 (:data:`TRAINING_FAILURE_SCORE`): their ``predict`` is an expected reward. With a
-:class:`~wmrl_env.world_models.status_model.StatusModel` (the committed one is learned from
+:class:`~wmrl_env.world_models.programs.status_model.StatusModel` (the committed one is learned from
 the execution table's statuses on the same pretraining tasks) the score given ``ok`` is the
 expected reward with the failures taken out, ``(E - (1 - p_ok) * 0) / p_ok`` (``p_ok`` at
 least :data:`MIN_OK_SHARE`, clipped to the score range); without one every parseable program
@@ -48,7 +48,7 @@ def program_outcomes(
 ) -> OutcomePrediction:
     """:class:`OutcomePrediction` of a program world model with ``predict``, ``pre_gate``,
     ``status_model`` (or None) and ``score_range``; ``row_builder`` its cached
-    :class:`~wmrl_env.world_models.program_rows.ProgramTaskRows`."""
+    :class:`~wmrl_env.world_models.programs.program_rows.ProgramTaskRows`."""
     prediction = model.predict(contexts, artifacts)
     programs = [as_text(a) for a in artifacts]
     parsed = [features is not None for features in row_builder.programs(programs)]

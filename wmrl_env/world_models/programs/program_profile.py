@@ -3,16 +3,16 @@
 Three parts:
 
 1. **Pretrained level** (:meth:`fit`): histogram gradient boosting on program x task
-   feature rows (:mod:`~wmrl_env.world_models.program_rows`), as in v2.
+   feature rows (:mod:`~wmrl_env.world_models.programs.program_rows`), as in v2.
 2. **Task profile** (:meth:`update`): on the pretraining tasks, the boosting's out-of-task
    residuals of a fixed grid of reference programs co-vary strongly (one task favours
    forests, another breaks every ``log1p`` program). Their covariance
-   (:mod:`~wmrl_env.world_models.program_covariance`, shrunk toward a structured target;
+   (:mod:`~wmrl_env.world_models.programs.program_covariance`, shrunk toward a structured target;
    the shrinkage and the execution noise chosen by how well a covariance fitted without
    a fold of tasks predicts that fold's residuals from 8, 16 and 32 of them) is the prior
    of a task's residual profile; a task's anchors condition it (a Gaussian posterior),
    which moves every program, anchored or not. Where too few tasks ran the grid's
-   program pairs together (:func:`~wmrl_env.world_models.program_covariance.identified`,
+   program pairs together (:func:`~wmrl_env.world_models.programs.program_covariance.identified`,
    e.g. the ``wm`` split alone: the same 20 of 72 programs everywhere), the covariance is
    v2's kernel over program features between the grid programs instead
    (``covariance_source == "features"``). A program off the grid enters as kernel
@@ -28,7 +28,7 @@ Three parts:
    a few good programs, repeats included), zero-shot to 8 groups of 8.
 
 Example:
-    >>> from wmrl_env.world_models.ml_default import load_ml_world_model
+    >>> from wmrl_env.world_models.programs.ml_default import load_ml_world_model
     >>> model = load_ml_world_model("v3")
     >>> from wmrl_env.envs.ml_tasks import get_task, ProgramSpec, render_program
     >>> task = get_task("wine")
@@ -52,26 +52,26 @@ from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.conformal_std import coverage_scale
 from wmrl_env.world_models.outcomes import OutcomePrediction
-from wmrl_env.world_models.pretraining import (
+from wmrl_env.world_models.programs.gp_features import GP_BLOCKS, GP_COLUMNS
+from wmrl_env.world_models.programs.pretraining import (
     ArtifactFormat,
     fit_booster,
     one_thread,
     program_scale,
     spread_std,
 )
-from wmrl_env.world_models.program_covariance import (
+from wmrl_env.world_models.programs.program_covariance import (
     ProfilePosterior,
     ProgramCovariance,
     choose_covariance,
     fit_program_covariance,
     identified,
 )
-from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES
-from wmrl_env.world_models.program_outcomes import program_outcomes
-from wmrl_env.world_models.program_rows import ProgramTaskRows
-from wmrl_env.world_models.program_task import _GP_BLOCKS, _GP_COLUMNS
-from wmrl_env.world_models.status_model import StatusModel
-from wmrl_env.world_models.task_residual import fit_residual_prior
+from wmrl_env.world_models.programs.program_features import PROGRAM_FEATURE_NAMES
+from wmrl_env.world_models.programs.program_outcomes import program_outcomes
+from wmrl_env.world_models.programs.program_rows import ProgramTaskRows
+from wmrl_env.world_models.programs.status_model import StatusModel
+from wmrl_env.world_models.programs.task_residual import fit_residual_prior
 from wmrl_env.world_models.text import (
     as_text,
     check_batch,
@@ -122,7 +122,7 @@ ANCHOR_GROUPS = (0, 1, 2, 4, 8)
 """Anchor groups (of 8) the conformal calibration simulates."""
 VARIANCE_FLOORS = (0.0, 0.01, 0.03, 0.1, 0.3)
 """Candidate floors of the variance ratio by which anchors shrink the std (:func:`_shrink`)."""
-_MATCH_COLUMNS = _GP_COLUMNS
+_MATCH_COLUMNS = GP_COLUMNS
 """Program features that place a program relative to the grid (hash buckets left out);
 the same as v2's GP inputs, so v2's kernel can stand in for the covariance."""
 
@@ -162,7 +162,7 @@ class ProgramProfileWorldModel:
     Args:
         task_featurizer: context -> task feature vector (fixed length; NaN allowed).
         task_feature_names: names of those features (see
-            :class:`~wmrl_env.world_models.program_rows.ProgramTaskRows`).
+            :class:`~wmrl_env.world_models.programs.program_rows.ProgramTaskRows`).
         grid: reference program label -> its program texts (e.g. one per task kind); the
             covariance is learned over these labels from pretraining pairs whose program
             is one of these texts.
@@ -378,7 +378,7 @@ class ProgramProfileWorldModel:
         chosen = np.ones(n_tasks, dtype=bool) if tasks is None else tasks
         per_task = [np.flatnonzero(groups == g) for g in np.flatnonzero(chosen)]
         prior = fit_residual_prior(
-            [space[i] for i in per_task], [residuals[i] for i in per_task], _GP_BLOCKS
+            [space[i] for i in per_task], [residuals[i] for i in per_task], GP_BLOCKS
         )
         centres = np.stack(
             [self._grid_space[self._grid_label == j].mean(axis=0) for j in range(len(self.labels))]
@@ -539,7 +539,7 @@ class ProgramProfileWorldModel:
     def predict_outcomes(
         self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
     ) -> OutcomePrediction:
-        """The prediction contract (:mod:`~wmrl_env.world_models.program_outcomes`): status
+        """The prediction contract (:mod:`~wmrl_env.world_models.programs.program_outcomes`): status
         probabilities, score given ok with its std, expected reward under ``failure_score``
         (default: the score range's low end)."""
         return program_outcomes(self, self.rows, contexts, artifacts, failure_score)

@@ -1,7 +1,7 @@
 """The prompt a language-model world model reads, and how its answer becomes a Prediction.
 
-Shared by the transformers backend (:mod:`wmrl_env.world_models.causal_lm`) and the vLLM
-backend (:mod:`wmrl_env.world_models.vllm_backend`), so both score exactly the same prompts.
+Shared by the transformers backend (:mod:`wmrl_env.world_models.lm.causal_lm`) and the vLLM
+backend (:mod:`wmrl_env.world_models.lm.vllm_backend`), so both score exactly the same prompts.
 
 Example:
     >>> import numpy as np
@@ -27,8 +27,8 @@ import numpy as np
 from wmrl_env.sandboxes.pregate import PreGate
 from wmrl_env.world_models.base import Prediction, as_prediction
 from wmrl_env.world_models.conformal_std import ConformalStd, held_out_mask
+from wmrl_env.world_models.lm.score_bins import ScoreBins
 from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
-from wmrl_env.world_models.score_bins import ScoreBins
 from wmrl_env.world_models.text import check_batch, check_real_scores
 
 __all__ = [

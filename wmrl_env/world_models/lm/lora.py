@@ -1,8 +1,9 @@
-"""LoRA fine-tuning of a :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer` on execution logs.
+"""LoRA fine-tuning of a :class:`~wmrl_env.world_models.lm.causal_lm.CausalLMScorer` on
+execution logs.
 
 The loss is the cross-entropy between the model's next-token distribution (over the whole
 vocabulary) and a soft target on the score tokens whose expectation is the real score
-(:meth:`~wmrl_env.world_models.score_bins.ScoreBins.soft_targets`): it teaches the model to
+(:meth:`~wmrl_env.world_models.lm.score_bins.ScoreBins.soft_targets`): it teaches the model to
 answer with a score token and to put its mass where the real score lies. Only the LoRA
 matrices train (``peft``); the base weights stay frozen.
 
@@ -23,12 +24,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from wmrl_env.utils.imports import require
-from wmrl_env.world_models.prompting import ScorePrompt
+from wmrl_env.world_models.lm.prompting import ScorePrompt
 
 
 class TunableScorer(Protocol):
     """What LoRA training needs of a scorer (a
-    :class:`~wmrl_env.world_models.causal_lm.CausalLMScorer`): its model, its prompt, the
+    :class:`~wmrl_env.world_models.lm.causal_lm.CausalLMScorer`): its model, its prompt, the
     score tokens and the next-token log-probabilities of an encoded batch."""
 
     model: Any

@@ -1,7 +1,7 @@
 """Feature rows of (task, program) pairs: program features, task features, interactions.
 
 What world models v2 and v3 read. A row is the program's syntax-tree features
-(:mod:`~wmrl_env.world_models.program_features`), the task's features (``task_featurizer``)
+(:mod:`~wmrl_env.world_models.programs.program_features`), the task's features (``task_featurizer``)
 and :data:`INTERACTION_NAMES`, products that encode known failure modes (``log1p`` on
 negative columns, no imputation on data with missing values, a classifier on a regression
 task ...). Interactions are computed for a whole batch at once with column indices looked
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_env.world_models.program_features import PROGRAM_FEATURE_NAMES, ProgramFeaturizer
+from wmrl_env.world_models.programs.program_features import PROGRAM_FEATURE_NAMES, ProgramFeaturizer
 from wmrl_env.world_models.text import as_text, text_key
 
 __all__ = ["INTERACTION_NAMES", "ProgramTaskRows"]

@@ -1,0 +1,291 @@
+"""The anchored round: one engine behind every integration (the vector env's outcome and
+multi-step rounds, the single-env wrapper, TRL's reward).
+
+A round runs in three moves:
+
+1. **plan** (:meth:`AnchoredRound.plan`): from the world model's prediction for a batch of
+   groups, the fusion draws anchor groups (uniformly, or with priorities from the world
+   model's std or upper bound), screening keeps ``execute_per_group`` members of each anchor
+   group, every group holding an invalid prediction is *forced* (executed whole, ``pi = 1``)
+   unless that sample's outcome is *known* without execution (a program known to fail: never
+   executed, scored ``failure_score``). The :class:`~wmrl_env.rounds.plan.RoundPlan` says
+   what to execute and each sample's exact probability of execution.
+2. **execute**: the adapter runs ``plan.execute`` its own way (a vector of gym envs, an
+   executor's batch, one env step by step) and folds each result into the round's
+   :class:`~wmrl_env.rounds.record.RealRecord` (:meth:`AnchoredRound.record`), which tells
+   the circuit breaker of every execution.
+3. **finish** (:meth:`AnchoredRound.finish`): the fusion turns the world-model scores, the
+   real scores and the known outcomes into rewards and advantages (with the groups' tasks
+   as the gate's clusters and the world model's std), and the round's metrics come back
+   under the names in :data:`ROUND_METRICS` plus the fusion's own.
+
+What every adapter gets from it: PPI's fused reward has each sample's real outcome as its
+expectation over the draw (drawn, forced, screened, known); a known outcome is never
+executed, screening included; infrastructure failures in a row raise
+:class:`~wmrl_env.rounds.InfrastructureFailureError` after ``max_infrastructure_failures``.
+
+Example:
+    >>> import numpy as np
+    >>> from wmrl_env.executors.base import ExecResult, ExecStatus
+    >>> from wmrl_env.fusion import RewardFusion
+    >>> from wmrl_env.world_models.base import Prediction
+    >>> engine = AnchoredRound(RewardFusion(method="ppi", anchor_fraction=0.5, seed=0),
+    ...                        failure_score=0.0)
+    >>> ids = np.repeat([0, 1], 2)
+    >>> prediction = Prediction(np.array([0.5, np.nan, 0.4, 0.6]),
+    ...                         valid=np.array([True, False, True, True]))
+    >>> plan = engine.plan(ids, prediction)
+    >>> plan.anchors[:2].tolist(), plan.inclusion[:2].tolist()  # the invalid group: forced
+    ([True, True], [1.0, 1.0])
+    >>> record = engine.record(len(ids))
+    >>> todo = np.flatnonzero(plan.execute)
+    >>> record.add_all(todo, [ExecResult("j", ExecStatus.OK, score=0.5) for _ in todo])
+    >>> done = engine.finish(plan, record, prediction)
+    >>> sorted(set(ROUND_METRICS) - set(done.metrics))
+    []
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.fusion import (
+    FusionOutput,
+    RewardFusion,
+    screen_members,
+    ucb_priorities,
+    uncertainty_priorities,
+)
+from wmrl_env.fusion.groups import GroupIndex
+from wmrl_env.rounds.health import DEFAULT_MAX_INFRASTRUCTURE_FAILURES, InfrastructureHealth
+from wmrl_env.rounds.plan import AnchorSelection, RoundPlan
+from wmrl_env.rounds.record import RealRecord
+from wmrl_env.world_models.base import Prediction
+
+__all__ = ["ROUND_METRICS", "AnchoredRound", "FinishedRound", "round_metrics"]
+
+# the round's own metrics, beside the fusion's (FusionOutput.metrics), reported alike by every
+# adapter: real executions, groups forced by an invalid prediction, members left out by
+# screening, program and infrastructure failures, the share of valid predictions
+ROUND_METRICS: tuple[str, ...] = (
+    "n_executed",
+    "n_forced_anchor_groups",
+    "n_screened",
+    "n_program_failures",
+    "n_infrastructure_failures",
+    "wm_valid_fraction",
+)
+
+
+@dataclass(frozen=True)
+class FinishedRound:
+    """A finished round: the fusion's output and the metrics (the fusion's numeric ones and
+    :data:`ROUND_METRICS`)."""
+
+    plan: RoundPlan
+    record: RealRecord
+    fusion: FusionOutput
+    metrics: dict[str, Any]
+
+
+class AnchoredRound:
+    """Plans and finishes anchored rounds for one run (see the module docstring).
+
+    Args:
+        fusion: the :class:`~wmrl_env.fusion.RewardFusion` that draws, records and fuses.
+        failure_score: a failed program's real score, also a known failure's (NaN: program
+            failures are left out like infrastructure ones).
+        selection: how anchors are drawn and screened (:class:`AnchorSelection`).
+        health: the circuit breaker; default one of ``max_infrastructure_failures``.
+        max_infrastructure_failures: infrastructure failures in a row before a round raises
+            (0: never); used when ``health`` is not given.
+    """
+
+    def __init__(
+        self,
+        fusion: RewardFusion,
+        *,
+        failure_score: float = math.nan,
+        selection: AnchorSelection | None = None,
+        health: InfrastructureHealth | None = None,
+        max_infrastructure_failures: int = DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
+    ) -> None:
+        self.fusion = fusion
+        self.failure_score = float(failure_score)
+        self.selection = selection if selection is not None else AnchorSelection()
+        self.health = (
+            health if health is not None else InfrastructureHealth(max_infrastructure_failures)
+        )
+        screens_top = self.selection.screening == "top" and self.selection.execute_per_group
+        if screens_top and getattr(fusion, "method", None) == "ppi":
+            raise ValueError(
+                "screening='top' cannot be used with method 'ppi': members left out with "
+                "probability 0 have no unbiased correction; use screening='pps'"
+            )
+
+    # -- plan -------------------------------------------------------------------------------
+
+    def draw(
+        self,
+        group_ids: Sequence[Any] | np.ndarray,
+        prediction: Prediction | None = None,
+        known: np.ndarray | None = None,
+        priorities: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Start a round: the fusion draws anchor groups; per sample, its group drawn.
+
+        ``priorities`` (per sample, constant within a group) override the selection's;
+        ``"uncertainty"`` and ``"ucb"`` read ``prediction`` (samples in ``known`` add
+        nothing to a group's priority)."""
+        ids = np.asarray(group_ids)
+        if priorities is None and self.selection.priority != "uniform":
+            priorities = self._priorities(ids, prediction, known)
+        return np.asarray(self.fusion.select_anchors(ids, priorities), dtype=bool)
+
+    def plan(
+        self,
+        group_ids: Sequence[Any] | np.ndarray,
+        prediction: Prediction | None,
+        known: np.ndarray | None = None,
+        known_status: np.ndarray | None = None,
+        *,
+        drawn: np.ndarray | None = None,
+    ) -> RoundPlan:
+        """Plan a round from ``prediction`` (``None``: none yet, nothing is forced).
+
+        ``drawn``: the anchors of a round already started with :meth:`draw` (else drawn
+        here); screening and forcing follow (module docstring)."""
+        ids = np.asarray(group_ids)
+        n = ids.shape[0]
+        known = np.zeros(n, dtype=bool) if known is None else np.asarray(known, dtype=bool)
+        if known.shape != (n,):
+            raise ValueError(f"known must be a bool mask of shape ({n},), got {known.shape}")
+        if known.any() and math.isnan(self.failure_score):
+            raise ValueError("known outcomes need a failure_score to score them with")
+        if known_status is None:
+            known_status = np.where(known, "failed", "").astype(object)
+        if drawn is None:
+            drawn = self.draw(ids, prediction, known)
+        drawn = np.asarray(drawn, dtype=bool)
+        execute = drawn & ~known
+        if self.selection.execute_per_group is not None and prediction is not None:
+            execute = self._screen(ids, prediction, known)
+        plan = RoundPlan(ids, drawn, drawn.copy(), execute, known, known_status, np.zeros(n))
+        invalid = np.zeros(n, dtype=bool) if prediction is None else ~_valid(prediction)
+        return self.force(plan, invalid)
+
+    def force(self, plan: RoundPlan, invalid: np.ndarray) -> RoundPlan:
+        """Anchor with certainty (``pi = 1``, executed whole) every group holding an
+        ``invalid`` sample whose outcome is not known; the plan with the new executions."""
+        groups = GroupIndex.from_ids(plan.group_ids)
+        unknown_invalid = np.asarray(invalid, dtype=bool) & ~plan.known
+        anchors = plan.anchors
+        execute = plan.execute
+        if unknown_invalid.any():
+            anchors = np.asarray(self.fusion.force_anchors(unknown_invalid), dtype=bool)
+            whole = groups.broadcast(groups.count(unknown_invalid) > 0)
+            execute = execute | (whole & ~plan.known)
+        inclusion = self.fusion.inclusion_probabilities
+        inclusion = np.zeros(len(execute)) if inclusion is None else inclusion
+        return RoundPlan(
+            plan.group_ids, plan.drawn, anchors, execute, plan.known, plan.known_status, inclusion
+        )
+
+    def _priorities(
+        self, ids: np.ndarray, prediction: Prediction | None, known: np.ndarray | None
+    ) -> np.ndarray:
+        selection = self.selection
+        if prediction is None:
+            raise ValueError(f"anchor_priority={selection.priority!r} needs a prediction")
+        if selection.priority == "ucb":
+            scores = np.where(_valid(prediction), prediction.scores, np.nan)
+            return ucb_priorities(
+                ids, scores, prediction.std, selection.ucb_kappa, selection.reference, known=known
+            )
+        if prediction.std is None:
+            raise ValueError(
+                "anchor_priority='uncertainty' needs a world model that returns a std "
+                "(predict -> (scores, std) or a Prediction with std)"
+            )
+        return uncertainty_priorities(ids, prediction.std, known=known)
+
+    def _screen(self, ids: np.ndarray, prediction: Prediction, known: np.ndarray) -> np.ndarray:
+        """``execute_per_group`` members of each anchor group, by their upper bound
+        ``s + ucb_kappa * std`` (a group with an invalid prediction is executed whole; known
+        outcomes are never chosen); the fusion records each member's probability."""
+        selection = self.selection
+        std = np.zeros(len(prediction)) if prediction.std is None else prediction.std
+        upper = np.where(_valid(prediction), prediction.scores + selection.ucb_kappa * std, np.nan)
+        executed, member_pi = screen_members(
+            ids,
+            upper,
+            selection.execute_per_group,
+            selection.rng,
+            selection.screening,
+            self.fusion.uniform_mix,
+            known=known,
+        )
+        return np.asarray(self.fusion.screen_anchors(executed, member_pi, known=known), dtype=bool)
+
+    # -- execute ----------------------------------------------------------------------------
+
+    def record(self, num_samples: int) -> RealRecord:
+        """An empty real record for a round of ``num_samples``, wired to the breaker."""
+        return RealRecord(num_samples, self.failure_score, self.health)
+
+    # -- finish -----------------------------------------------------------------------------
+
+    def finish(
+        self,
+        plan: RoundPlan,
+        record: RealRecord,
+        prediction: Prediction,
+        clusters: Sequence[Any] | np.ndarray | None = None,
+    ) -> FinishedRound:
+        """Fuse the round: world-model scores (invalid ones left out), real scores, known
+        outcomes (``failure_score``), the groups' tasks (``clusters``, per sample) and the
+        world model's std go to :meth:`RewardFusion.step`."""
+        valid = _valid(prediction)
+        known_scores = np.where(plan.known, self.failure_score, np.nan)
+        out = self.fusion.step(
+            plan.group_ids,
+            np.where(valid, prediction.scores, np.nan),
+            record.score,
+            failed=record.failed,
+            wm_valid=valid,
+            clusters=clusters,
+            wm_std=prediction.std,
+            known_scores=known_scores,
+        )
+        metrics = round_metrics(out, plan, record, valid)
+        return FinishedRound(plan, record, out, metrics)
+
+
+def round_metrics(
+    out: FusionOutput, plan: RoundPlan, record: RealRecord, valid: np.ndarray
+) -> dict[str, Any]:
+    """The fusion's numeric metrics (and ``kappa``) with :data:`ROUND_METRICS`."""
+    metrics: dict[str, Any] = {
+        key: value for key, value in out.metrics.items() if np.ndim(value) == 0
+    }
+    metrics["kappa"] = out.kappa
+    metrics.update(
+        n_executed=int(record.executed.sum()),
+        n_forced_anchor_groups=plan.n_forced_groups,
+        n_screened=int(plan.screened.sum()),
+        n_program_failures=int(record.program_failed.sum()),
+        n_infrastructure_failures=int(record.failed.sum()),
+        wm_valid_fraction=float(np.mean(valid)) if len(valid) else 1.0,
+    )
+    return metrics
+
+
+def _valid(prediction: Prediction) -> np.ndarray:
+    if prediction.valid is None:
+        return np.isfinite(prediction.scores)
+    return np.asarray(prediction.valid, dtype=bool)
