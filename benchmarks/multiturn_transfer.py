@@ -1,13 +1,20 @@
 """The transfer check for multi-turn ML agents: train in simulation, score for real.
 
-Trains a :class:`~wmrl_env.bench.revision_policy.RevisionPolicy` per arm (``real``,
-``anchors``, ``wmrl``, ``wm``) and seed on the ``train`` tasks through
+``--policy tabular`` (default) trains a :class:`~wmrl_env.bench.revision_policy.RevisionPolicy`
+per arm (``real``, ``anchors``, ``wmrl``, ``wm``) and seed on the ``train`` tasks through
 ``WorldModelVectorEnv`` with the default ML world model's simulated turns, then scores it on
 the real multi-turn env and in simulation on the ``heldout`` tasks
-(:mod:`wmrl_env.bench.multiturn`). Each finished run is appended to ``<out>/runs.jsonl``:
-run the same command again to resume. Writes ``<out>/results.md``.
+(:mod:`wmrl_env.bench.multiturn`). ``--policy lm`` does the same with the code LM as the
+reviser: one behaviour-cloned start (:func:`~wmrl_env.code_policy.lm_reviser.make_lm_reviser`,
+cached under ``--cache-dir``), GRPO over episodes per arm and seed, and its behaviour (stops,
+repeats, runs after a failure) under real and simulated feedback
+(:mod:`wmrl_env.bench.multiturn_lm`); its programs replay the execution table where it holds
+them and run live in the local sandbox otherwise. Each finished run is appended to
+``<out>/runs.jsonl``: run the same command again to resume. Writes ``<out>/results.md``.
 
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --out runs/multiturn_transfer
+    PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --policy lm \\
+        --out runs/multiturn_transfer_lm
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import argparse
 import json
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from wmrl_env.bench.multiturn import TransferConfig, markdown, run_transfer
 from wmrl_env.world_models import load_default_ml_world_model
@@ -23,19 +31,30 @@ from wmrl_env.world_models import load_default_ml_world_model
 
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/multiturn_transfer"))
-    defaults = TransferConfig()
-    for f in fields(TransferConfig):
+    parser.add_argument("--policy", choices=("tabular", "lm"), default="tabular")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: runs/multiturn_transfer[_lm]")  # fmt: skip
+    parser.add_argument("--cache-dir", type=Path, default=Path("runs/lm_reviser"),
+                        help="where the cloned LM reviser is cached (--policy lm)")  # fmt: skip
+    known, _ = parser.parse_known_args(argv)
+    config_class: Any = TransferConfig
+    if known.policy == "lm":
+        from wmrl_env.bench.multiturn_lm import LMTransferConfig
+
+        config_class = LMTransferConfig
+    defaults = config_class()
+    for f in fields(config_class):
         if f.name == "arms":
             continue
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(getattr(defaults, f.name)),
                             default=getattr(defaults, f.name))  # fmt: skip
     parser.add_argument("--arms", default=",".join(defaults.arms))
     args = parser.parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in fields(TransferConfig) if f.name != "arms"}
-    config = TransferConfig(**(values | {"arms": tuple(args.arms.split(","))}))
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / "runs.jsonl"
+    values = {f.name: getattr(args, f.name) for f in fields(config_class) if f.name != "arms"}
+    config = config_class(**(values | {"arms": tuple(args.arms.split(","))}))
+    out = args.out or Path("runs/multiturn_transfer" + ("_lm" if args.policy == "lm" else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "runs.jsonl"
     finished = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     def append(run: dict) -> None:
@@ -43,12 +62,32 @@ def main(argv: list[str] | None = None) -> str:
             handle.write(json.dumps(run) + "\n")
             handle.flush()
 
-    results = run_transfer(config, load_default_ml_world_model(), finished, on_run=append)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
-    text = markdown(results)
-    (args.out / "results.md").write_text(text)
+    world_model = load_default_ml_world_model()
+    if args.policy == "lm":
+        text = _run_lm(config, world_model, args.cache_dir, finished, append, out)
+    else:
+        results = run_transfer(config, world_model, finished, on_run=append)
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+        text = markdown(results)
+    (out / "results.md").write_text(text)
     print(text)
     return text
+
+
+def _run_lm(config: Any, world_model: Any, cache_dir: Path, finished, append, out: Path) -> str:
+    from wmrl_env.bench.multiturn_lm import lm_markdown, run_lm_transfer
+    from wmrl_env.code_policy import ReplayOrLiveExecutor
+    from wmrl_env.code_policy.lm_reviser import make_lm_reviser
+    from wmrl_env.envs.ml_tasks import load_table
+    from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
+
+    path = make_lm_reviser(config.bc_seed, cache_dir, max_turns=config.max_turns)
+    live = default_sandbox(max_workers=1, warm=True)
+    with ReplayOrLiveExecutor(load_table().replay_executor(), live) as executor:
+        results = run_lm_transfer(config, world_model, path, executor, finished, on_run=append)
+        results["bc_log"] = json.loads((path / "bc_log.json").read_text())
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    return lm_markdown(results)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 from collections.abc import Sequence
@@ -41,11 +42,12 @@ from wmrl_env.sandboxes.job import Job
 from wmrl_env.utils.hashing import artifact_hash
 
 from .description import DESCRIPTION_CHARSET
+from .private_test import PrivateTestTask
 from .programs import ProgramSpec, program_space, render_program
 from .registry import get_task, task_ids
 from .tasks import MLTask
 
-__all__ = ["MAX_DESCRIPTION_CHARS", "MAX_PROGRAM_CHARS", "MLTaskEnv"]
+__all__ = ["MAX_DESCRIPTION_CHARS", "MAX_PROGRAM_CHARS", "MLTaskEnv", "resolve_task"]
 
 MAX_DESCRIPTION_CHARS = 4096
 MAX_PROGRAM_CHARS = 32768
@@ -57,7 +59,9 @@ class MLTaskEnv(gym.Env[str, Any]):
     """Write a program that solves an ML task; the reward is its real, normalised score.
 
     Args:
-        tasks: ``"train"``, ``"heldout"``, ``"all"`` or a sequence of task ids to draw from.
+        tasks: ``"train"``, ``"heldout"``, ``"all"`` or a sequence of task ids to draw from
+            (ids of the suite, or generated tasks with a private test, ``hr_<family>_s<seed>``:
+            see :func:`~wmrl_env.envs.ml_tasks.headroom.headroom_task`).
         executor: ``"local"`` (default: the local process sandbox, created on first use),
             ``"replay"`` (answers from the committed execution table; structured programs
             only), or any :class:`~wmrl_env.executors.base.Executor` (not closed by the env).
@@ -92,7 +96,7 @@ class MLTaskEnv(gym.Env[str, Any]):
         if not self.task_ids:
             raise ValueError("tasks must name at least one task")
         for task_id in self.task_ids:
-            get_task(task_id)  # fail now, with the list of known tasks, on a bad id
+            resolve_task(task_id)  # fail now, with the list of known tasks, on a bad id
         if action_mode not in ("text", "structured"):
             raise ValueError(f"action_mode must be 'text' or 'structured', got {action_mode!r}")
         if isinstance(executor, str) and executor not in ("local", "replay"):
@@ -118,7 +122,7 @@ class MLTaskEnv(gym.Env[str, Any]):
             if action_mode == "text"
             else program_space()
         )
-        self._task: MLTask | None = None
+        self._task: MLTask | PrivateTestTask | None = None
         self._done = False
         self._last: tuple[str, dict[str, Any]] | None = None
 
@@ -133,7 +137,7 @@ class MLTaskEnv(gym.Env[str, Any]):
             task_id = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
         elif task_id not in self.task_ids:
             raise ValueError(f"task_id {task_id!r} is not one of this env's tasks {self.task_ids}")
-        self._task = get_task(task_id)
+        self._task = resolve_task(task_id)
         self._done = False
         self._last = None
         return self._task.description, self._task_info()
@@ -159,7 +163,12 @@ class MLTaskEnv(gym.Env[str, Any]):
         """
         if task_id is None and self._task is None:
             raise RuntimeError("call reset() first or pass task_id")
-        return self._job(action, self._task if task_id is None else get_task(task_id))[0]
+        return self._job(action, self._task if task_id is None else resolve_task(task_id))[0]
+
+    @property
+    def task(self) -> MLTask | PrivateTestTask | None:
+        """The current episode's task (``None`` before ``reset``)."""
+        return self._task
 
     @property
     def executor(self) -> Executor[Job]:
@@ -184,7 +193,7 @@ class MLTaskEnv(gym.Env[str, Any]):
 
     # ---------------------------------------------------------------------------- helpers
 
-    def _job(self, action: Any, task: MLTask) -> tuple[Job, ProgramSpec | None]:
+    def _job(self, action: Any, task: MLTask | PrivateTestTask) -> tuple[Job, ProgramSpec | None]:
         if isinstance(action, str):
             program, spec = action, None
         else:
@@ -211,7 +220,7 @@ class MLTaskEnv(gym.Env[str, Any]):
         return {"task_id": self._task.task_id, "kind": self._task.kind, "metric": self._task.metric}
 
     def _step_info(
-        self, job: Job, spec: ProgramSpec | None, result: ExecResult, task: MLTask
+        self, job: Job, spec: ProgramSpec | None, result: ExecResult, task: MLTask | PrivateTestTask
     ) -> dict[str, Any]:
         return {
             "task_id": task.task_id,
@@ -227,11 +236,28 @@ class MLTaskEnv(gym.Env[str, Any]):
         }
 
 
-def _raw_metric(result: ExecResult, task: MLTask) -> float | None:
-    """The task metric of a successful result: recorded (replay) or recomputed from outputs."""
+def resolve_task(task_id: str) -> MLTask | PrivateTestTask:
+    """The suite's task with this id, or the generated task ``hr_<family>_s<seed>``."""
+    if task_id.startswith("hr_"):
+        return _headroom_task(task_id)
+    return get_task(task_id)
+
+
+@functools.lru_cache(maxsize=64)
+def _headroom_task(task_id: str) -> PrivateTestTask:
+    from .headroom import headroom_task
+
+    return headroom_task(task_id)
+
+
+def _raw_metric(result: ExecResult, task: MLTask | PrivateTestTask) -> float | None:
+    """The task metric of a successful result: recorded (replay) or recomputed from outputs
+    (a task with a private test: on its validation rows)."""
     if not result.ok:
         return None
     recorded = result.metadata.get("raw_metric")
     if recorded not in (None, ""):
         return float(recorded)
+    if isinstance(task, PrivateTestTask):
+        return task.validation_scorer(normalise=False)(result.outputs)
     return task.evaluate(result.outputs)

@@ -14,8 +14,9 @@ seconds. The episode ends after ``max_turns`` programs, or earlier when the agen
 
 A failed run scores ``failure_reward``. The score an agent is rewarded with is the task's
 validation score; a task with a private test reports the final program's private score in the
-final step's ``info["private_score"]`` only (``None`` where the task has none), never in a
-reward or an observation.
+final step's ``info["private_score"]`` only (``None`` where the task has none or the final
+program failed), never in a reward or an observation: the generated tasks
+``hr_<family>_s<seed>`` have one (:mod:`~wmrl_env.envs.ml_tasks.private_test`).
 
 Example:
     >>> env = MLTaskMultiTurnEnv(tasks=["iris"], executor="replay", max_turns=2)
@@ -43,6 +44,7 @@ from wmrl_env.sandboxes.job import Job
 
 from .description import DESCRIPTION_CHARSET
 from .env import MAX_DESCRIPTION_CHARS, MAX_PROGRAM_CHARS, PROGRAM_CHARSET, MLTaskEnv
+from .private_test import PrivateTestTask
 from .programs import ProgramSpec  # noqa: F401  (the docstring's example)
 from .turns import TurnReport, render_report, report_from_result
 
@@ -195,10 +197,16 @@ class MLTaskMultiTurnEnv(gym.Env[str, Any]):
         return observation, float(reward), True, False, info
 
     def _private_score(self) -> float | None:
-        """The final program's private-test score, where the task and executor report one."""
+        """The final program's private-test score: recorded by the executor, or computed
+        from its outputs on a task with a private test (normalised like the validation
+        score: the trivial baseline 0, the metric's ideal 1)."""
         if not self._results:
             return None
-        value = self._results[-1].metadata.get("private_score")
+        result = self._results[-1]
+        value = result.metadata.get("private_score")
+        task = self._single.task
+        if value is None and isinstance(task, PrivateTestTask) and result.ok:
+            value = task.private_score(result.outputs, normalise=True)
         if value is None or not math.isfinite(float(value)):
             return None
         return float(value)

@@ -27,7 +27,7 @@ import numpy as np
 from .programs import CAPACITIES, MODELS, PREPROCESSINGS, ProgramSpec
 from .turns import TurnReport, parse_report
 
-__all__ = ["ScriptedReviser", "fix_for_error"]
+__all__ = ["ScriptedReviser", "fix_for_error", "neighbours"]
 
 _NEIGHBOUR_ORDER = ("capacity", "model", "preprocessing")
 _OPTIONS = {"preprocessing": PREPROCESSINGS, "model": MODELS, "capacity": CAPACITIES}
@@ -119,6 +119,16 @@ def fix_for_error(spec: ProgramSpec, report: TurnReport) -> ProgramSpec:
         if spec.preprocessing == "poly2":
             return _with(spec, preprocessing="standardize")
     return _with(spec, preprocessing="standardize", model="forest")
+
+
+def neighbours(spec: ProgramSpec) -> list[ProgramSpec]:
+    """Every program that changes one choice of ``spec`` (capacity, model or preprocessing)."""
+    return [
+        _with(spec, **{name: option})
+        for name in _NEIGHBOUR_ORDER
+        for option in _OPTIONS[name]
+        if option != getattr(spec, name)
+    ]
 
 
 def _with(spec: ProgramSpec, **changes: str) -> ProgramSpec:

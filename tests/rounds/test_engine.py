@@ -136,3 +136,80 @@ def test_a_finished_round_reports_the_round_metrics() -> None:
     assert done.metrics["n_forced_anchor_groups"] == plan.n_forced_groups
     assert done.metrics["wm_valid_fraction"] == pytest.approx(11 / 12)
     assert done.metrics["n_known"] == 1 and done.fusion.rewards[5] == 0.0
+
+
+def test_a_draw_made_outside_the_fusion_keeps_its_probabilities_and_forces_invalid_groups() -> None:
+    from wmrl_env.testing.round_scenario import RecordingFusion
+
+    fusion = RecordingFusion(method="ppi", anchor_fraction=0.5, seed=0)
+    selection = AnchorSelection(execute_per_group=2, rng=np.random.default_rng(0))
+    engine = AnchoredRound(fusion, failure_score=0.0, selection=selection)
+    drawn = np.repeat([True, False, True, False], 3)
+    pi = np.repeat([0.4, 0.3, 0.5, 0.6], 3)
+    known = np.zeros(IDS.size, dtype=bool)
+    known[8] = True  # never executed, never screened
+    plan = engine.plan(IDS, prediction(invalid=[4]), known, drawn=drawn, inclusion=pi)
+    assert plan.decided_outside
+    np.testing.assert_array_equal(plan.execute[3:6], True)  # group 1: forced, whole
+    np.testing.assert_array_equal(plan.inclusion[3:6], 1.0)
+    assert plan.execute[:3].sum() == 2 and plan.execute[6:8].sum() == 2 and not plan.execute[8]
+    screened = plan.screened
+    assert screened[:3].sum() == 1 and not screened[6:9].any() and not screened[9:].any()
+    # members of a drawn group: the group's pi times the member's (2 of 3 by pps: in (0, 1])
+    assert ((plan.inclusion[:3] > 0) & (plan.inclusion[:3] < 0.4 + 1e-12)).all()
+    np.testing.assert_array_equal(plan.inclusion[9:], 0.0)
+    record = engine.record(IDS.size)
+    todo = np.flatnonzero(plan.execute)
+    record.add_all(todo, [ok(0.5) for _ in todo])
+    engine.finish(plan, record, prediction(invalid=[4]), clusters=IDS)
+    (call,) = fusion.calls
+    np.testing.assert_array_equal(call["inclusion_probabilities"], plan.inclusion)
+    np.testing.assert_array_equal(call["screened"], screened)
+    assert call["known_scores"][8] == 0.0
+    with pytest.raises(ValueError, match="need the draw"):
+        engine.plan(IDS, prediction(), inclusion=pi)
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        engine.plan(IDS, prediction(), drawn=drawn, inclusion=np.zeros(IDS.size))
+
+
+def test_a_plan_decided_sample_by_sample_fuses_with_its_own_probabilities() -> None:
+    from wmrl_env.testing.round_scenario import RecordingFusion
+
+    fusion = RecordingFusion(method="ppi", anchor_fraction=0.25, seed=0)
+    engine = AnchoredRound(fusion, failure_score=0.0)
+    drawn = np.repeat([True, False, False, False], 3)
+    executed = drawn.copy()
+    executed[2] = False  # a known failure of the drawn group: never executed
+    known_scores = np.full(IDS.size, np.nan)
+    known_scores[[2, 5]] = [0.0, 0.7]  # 5: executed alone (its prediction was invalid)
+    pi = np.where(drawn, 0.25, 0.0)
+    pi[1] = 1.0  # its prediction was invalid: executed whether drawn or not
+    plan = engine.plan_from(IDS, drawn, executed, pi, known_scores)
+    assert plan.known.tolist() == np.isfinite(known_scores).tolist()
+    assert not plan.screened.any() and plan.n_forced_groups == 0
+    score = np.where(executed, 0.9, np.nan)
+    ran = executed.copy()
+    ran[5] = True
+    record = RealRecord.of(score, np.zeros(IDS.size, bool), np.zeros(IDS.size, bool), ran)
+    assert record.status[5] == "ok" and record.status[3] == "not_executed"
+    finished = engine.finish(plan, record, prediction(invalid=[1, 5]), clusters=IDS)
+    (call,) = fusion.calls
+    np.testing.assert_array_equal(call["inclusion_probabilities"], pi)
+    np.testing.assert_array_equal(call["known_scores"], known_scores, strict=False)
+    assert finished.fusion.rewards[1] == 0.9  # the forced member: its real score, not r / pi
+    assert finished.fusion.rewards[5] == 0.7 and finished.metrics["n_executed"] == 3
+    with pytest.raises(ValueError, match="known outcome is marked executed"):
+        engine.plan_from(IDS, drawn, drawn | np.isfinite(known_scores), pi, known_scores)
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        engine.plan_from(IDS, drawn, executed, np.zeros(IDS.size), known_scores)
+
+
+def test_a_round_without_a_world_model_fuses_real_scores_only() -> None:
+    engine = AnchoredRound(RewardFusion(method="real", seed=0))
+    everyone = np.ones(IDS.size, dtype=bool)
+    plan = engine.plan(IDS, None, drawn=everyone, inclusion=np.ones(IDS.size))
+    record = engine.record(IDS.size)
+    record.add_all(np.arange(IDS.size), [ok(float(i)) for i in range(IDS.size)])
+    finished = engine.finish(plan, record, None)
+    assert plan.execute.all() and finished.metrics["wm_valid_fraction"] == 1.0
+    np.testing.assert_allclose(finished.fusion.rewards, np.arange(IDS.size))

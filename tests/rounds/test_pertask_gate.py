@@ -35,3 +35,23 @@ def test_the_pertask_bench_passes_its_tasks_as_clusters(monkeypatch) -> None:
         labels |= set(np.asarray(clusters).tolist())
     assert labels == set(range(4))
     assert "wm_std" in fusion.calls[0]
+
+
+def test_the_pertask_bench_screens_with_a_world_model_that_marks_no_validity() -> None:
+    """A prediction without a ``valid`` mask is valid where finite: screening keeps
+    ``execute_per_group`` members of each anchor task (it executed whole groups, reading
+    every such prediction as NaN)."""
+    from wmrl_env.bench import pertask
+    from wmrl_env.bench.bank import TaskBank
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+    from wmrl_env.bench.suite import sample_tasks, split_tasks
+    from wmrl_env.bench.world_model import RandomWorldModel
+
+    bank = TaskBank.of(sample_tasks(split_tasks("heldout"), 6))
+    config = PerTaskConfig(rounds=4, group_size=4, anchor_fraction=0.3, execute_per_group=2)
+    assert RandomWorldModel(0).predict(["t"], ["p"]).valid is None
+    record = pertask.run_arm(bank, config, "wmrl", 0, 1.0, RandomWorldModel(0))
+    spent = np.diff([step.real_executions for step in record.steps])
+    anchored = np.array([step.n_anchor_groups for step in record.steps[1:]])
+    assert anchored.min() >= 1
+    assert spent.tolist() == (2 * anchored).tolist()

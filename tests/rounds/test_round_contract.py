@@ -328,3 +328,70 @@ class TestSingleEnvRound(AnchoredRoundContract):
             std = call.get("wm_std")
             assert std is not None and std.shape == call["wm_scores"].shape and (std > 0).all()
             assert call.get("clusters") is None
+
+
+class TestPerTaskBenchRound(AnchoredRoundContract):
+    """The per-task bench's round (:func:`~wmrl_env.bench.pertask.play_round`): the bench's
+    own draw over tasks (``balanced``, exact inclusion probabilities) and its engine
+    (:func:`~wmrl_env.bench.pertask.round_engine`), every task once. The scenario's known
+    failures are passed as known outcomes (the bench's execution table has none)."""
+
+    draws = 1200
+
+    def _engine(self, fusion, rng, keep, limit=32):
+        from wmrl_env.bench import pertask
+        from wmrl_env.bench.pertask_config import PerTaskConfig
+
+        s = self.scenario
+        config = PerTaskConfig(group_size=s.group_size, execute_per_group=keep or 0)
+        engine = pertask.round_engine(fusion, config, rng, keep or 0, s.failure_score, limit)
+        return config, engine
+
+    def _round(self, engine, config, fusion, rng, executor, world_model=None):
+        from wmrl_env.bench import pertask
+        from wmrl_env.fusion.anchors import num_anchor_groups
+        from wmrl_env.world_models.base import as_prediction
+
+        s = self.scenario
+        pairs = [(t, a) for t in range(s.num_tasks) for a in s.actions(t)]
+        group_ids = np.array([t for t, _ in pairs])
+        model = world_model or ScenarioWorldModel(s)
+        prediction = as_prediction(model.predict(group_ids, [a for _, a in pairs]), n=len(pairs))
+        keep = engine.selection.execute_per_group or 0
+        m = num_anchor_groups(s.num_tasks, fusion.anchor_fraction, minimum=1)
+        m = pertask.fused_anchor_tasks(m, s.num_tasks, s.group_size, keep)
+        executions = np.zeros(s.num_tasks, dtype=np.int64)
+        chosen, pi = pertask.draw_anchor_tasks(
+            executions, m, config.anchor_draw, rng, config.balance_mix
+        )
+        known = np.array([s.is_known_failure(a) for _, a in pairs])
+
+        def run(todo):
+            return executor.run([pairs[i] for i in todo])
+
+        finished = pertask.play_round(engine, group_ids, prediction, chosen, pi, run, known)
+        return pairs, finished
+
+    def play(self, fusion, seed, executor, *, world_model=None, execute_per_group=None):
+        s = self.scenario
+        rng = np.random.default_rng([seed, 7])
+        config, engine = self._engine(fusion, rng, execute_per_group)
+        pairs, finished = self._round(engine, config, fusion, rng, executor, world_model)
+        out = finished.fusion
+        return PlayedRound(
+            out.rewards,
+            np.array([s.real(t, a) for t, a in pairs]),
+            [s.kind(t, a) for t, a in pairs],
+            samples=pairs,
+            advantages=out.advantages,
+            executed=np.isfinite(finished.record.score),
+            known=finished.plan.known,
+            metrics=finished.metrics,
+        )
+
+    def play_broken(self, limit, executor):
+        fusion = self.make_fusion(0)
+        rng = np.random.default_rng(0)
+        config, engine = self._engine(fusion, rng, None, limit)
+        for _ in range(8):
+            self._round(engine, config, fusion, rng, executor)

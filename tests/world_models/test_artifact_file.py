@@ -54,7 +54,7 @@ def test_a_file_that_is_not_a_state_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "named", ["wmrl_env.world_models.tree_ensemble:TreeEnsemble", "wmrl_env.world_models:Nothing"]
+    "named", ["wmrl_env.world_models.no_such_module:TreeEnsemble", "wmrl_env.world_models:Nothing"]
 )
 def test_a_state_naming_a_class_this_version_lacks_is_refused_clearly(named, tmp_path):
     header = {"format": "wmrl-state", "container": 1}
@@ -62,6 +62,20 @@ def test_a_state_naming_a_class_this_version_lacks_is_refused_clearly(named, tmp
     np.savez(tmp_path / "old.npz", header=np.array(json.dumps(header)))
     with pytest.raises(ValueError, match="which this version of wmrl_env does not have"):
         read_state(tmp_path / "old.npz")
+
+
+def test_a_state_saved_before_the_program_models_moved_still_loads(tmp_path):
+    """Release 0.2.0 wrote ``wmrl_env.world_models.task_residual`` (now under ``programs``)."""
+    prior = ResidualPrior(0.1, 0.2, 0.3, np.array([1.0, 2.0]), np.array([0, 1]), np.ones(2))
+    path = write_state({"prior": prior}, tmp_path / "state.npz")
+    with np.load(path) as stored:
+        arrays = {name: stored[name] for name in stored.files if name != "header"}
+        header = str(stored["header"]).replace(".programs.task_residual", ".task_residual")
+    assert '"wmrl_env.world_models.task_residual:ResidualPrior"' in header
+    np.savez(tmp_path / "old.npz", header=np.array(header), **arrays)
+    loaded = read_state(tmp_path / "old.npz")["prior"]
+    assert isinstance(loaded, ResidualPrior)
+    np.testing.assert_array_equal(loaded.block_signal, prior.block_signal)
 
 
 def test_the_committed_artifacts_name_classes_that_exist():

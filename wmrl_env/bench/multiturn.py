@@ -92,7 +92,7 @@ def _obs_array(items: list[Any]) -> np.ndarray:
 
 
 def _make_envs(
-    arm: str, seed: int, config: TransferConfig, world_model: Any
+    arm: str, seed: int, config: TransferConfig, world_model: Any, executor: Any = "replay"
 ) -> WorldModelVectorEnv:
     method = {"real": "real", "anchors": "real", "wmrl": "wmrl", "wm": "wm"}[arm]
     groups = config.anchor_groups if arm == "anchors" else config.num_groups
@@ -102,7 +102,7 @@ def _make_envs(
     make_env = functools.partial(
         MLTaskMultiTurnEnv,
         tasks="train",
-        executor="replay",
+        executor=executor,
         max_turns=config.max_turns,
         reward="best",
     )
@@ -253,6 +253,8 @@ def markdown(results: dict[str, Any]) -> str:
 def _fmt(value: tuple[float, float, float], signed: bool = False) -> str:
     mean, low, high = value
     spec = "+.3f" if signed else ".3f"
+    if not math.isfinite(mean):
+        return "n/a"
     if math.isnan(low):
         return format(mean, spec)
     return f"{mean:{spec}} [{low:{spec}}, {high:{spec}}]"

@@ -14,6 +14,12 @@ one group of ``group_size`` programs per task:
   probabilities; the anchors then teach the world model
   (:func:`~wmrl_env.world_models.base.learn_from_real_scores`).
 
+Every arm's round is an anchored round of the engine
+(:class:`~wmrl_env.rounds.AnchoredRound`): the bench's draw below and its exact inclusion
+probabilities go in as the plan's draw; screening (with the same generator), forced groups
+(a group holding an invalid prediction), the real record and the fusion (the tasks as the
+gate's clusters, the world model's std) are the engine's, as in every integration.
+
 Real scores replay the committed execution table, each execution charged its recorded
 seconds. After every round the run records, on the bank's deploy score
 (:attr:`~wmrl_env.bench.bank.TaskBank.deploy`: the private test where the suite has one,
@@ -52,6 +58,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,8 +69,11 @@ from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.factorized import make_policy
 from wmrl_env.bench.pertask_config import PerTaskConfig
 from wmrl_env.bench.records import RunRecord, StepRecord
-from wmrl_env.fusion import RewardFusion, screen_members, ucb_priorities
+from wmrl_env.executors.base import ExecResult, ExecStatus
+from wmrl_env.fusion import RewardFusion, ucb_priorities
 from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
+from wmrl_env.rounds import AnchoredRound, AnchorSelection, FinishedRound
+from wmrl_env.world_models.base import Prediction
 
 EXECUTING_ARMS = ("real", ANCHORS_ARM)
 
@@ -107,6 +117,64 @@ def draw_anchor_tasks(
     return select_anchor_groups(num_tasks, num_anchors, rng, priority, uniform_mix=mix)
 
 
+def fused_anchor_tasks(num_anchors: int, num_tasks: int, group_size: int, keep: int) -> int:
+    """Anchor tasks per round of a fused arm: ``num_anchors``, or with screening (``keep``
+    members of each anchor group) ``round(num_anchors * group_size / keep)`` (at most
+    ``num_tasks``), so that a round executes as many programs as without."""
+    if not keep:
+        return num_anchors
+    return min(num_tasks, round(num_anchors * group_size / keep))
+
+
+def round_engine(
+    fusion: RewardFusion,
+    config: PerTaskConfig,
+    rng: np.random.Generator,
+    keep: int,
+    failure_score: float = math.nan,
+    max_infrastructure_failures: int = 0,
+) -> AnchoredRound:
+    """The anchored-round engine of one run: screening ``keep`` members of each anchor task
+    (0: none) by their upper bound with ``rng``, the generator of the bench's own draw; no
+    breaker by default (the bench replays a table, which never fails)."""
+    selection = AnchorSelection(
+        ucb_kappa=config.ucb_kappa,
+        execute_per_group=keep or None,
+        screening=config.screening,
+        rng=rng,
+        uniform_mix=config.balance_mix,
+    )
+    return AnchoredRound(
+        fusion,
+        failure_score=failure_score,
+        selection=selection,
+        max_infrastructure_failures=max_infrastructure_failures,
+    )
+
+
+def play_round(
+    engine: AnchoredRound,
+    group_ids: np.ndarray,
+    prediction: Prediction | None,
+    chosen: np.ndarray,
+    pi: np.ndarray,
+    run: Callable[[np.ndarray], list[ExecResult]],
+    known: np.ndarray | None = None,
+) -> FinishedRound:
+    """One round of the bench through the engine: the bench's draw (``chosen`` and ``pi``
+    per task; the group ids are the tasks) as the plan's draw, screening and forced groups
+    by the engine, ``run(indices)`` the real results of the samples the plan executes,
+    ``known`` the outcomes known without execution (the bench's table has none), the tasks
+    as the gate's clusters (each task recurs every round: one cluster)."""
+    plan = engine.plan(
+        group_ids, prediction, known, drawn=chosen[group_ids], inclusion=pi[group_ids]
+    )
+    record = engine.record(group_ids.size)
+    todo = np.flatnonzero(plan.execute)
+    record.add_all(todo, run(todo))
+    return engine.finish(plan, record, prediction, clusters=group_ids)
+
+
 def run_arm(
     bank: TaskBank,
     config: PerTaskConfig,
@@ -139,10 +207,11 @@ def run_arm(
     num_anchors = num_anchor_groups(num_tasks, config.anchor_fraction, minimum=1)
     method = "real" if arm in EXECUTING_ARMS else arm
     keep = config.execute_per_group if method not in ("real", "wm") else 0
-    fused_anchors = min(num_tasks, round(num_anchors * group_size / keep)) if keep else num_anchors
+    fused_anchors = fused_anchor_tasks(num_anchors, num_tasks, group_size, keep)
     by_upper = config.anchor_draw in ("ucb", "balanced-ucb")
     plain_draw = {"ucb": "random", "balanced-ucb": "balanced"}.get(config.anchor_draw)
     fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    engine = round_engine(fusion, config, rng, keep)
     executions = np.zeros(num_tasks, dtype=np.int64)
     best = np.full(num_tasks, -np.inf)  # best reward executed, and its deploy score
     best_deploy = np.full(num_tasks, -np.inf)
@@ -186,49 +255,31 @@ def run_arm(
         group_ids = np.repeat(tasks, group_size)
         truth = bank.scores[group_ids, programs]
         fields: dict[str, Any] = {}
-        if method == "real":
-            executed = np.ones(group_ids.size, dtype=bool)
-            out = fusion.step(group_ids, None, truth)
+        prediction = None
+        if method == "real":  # every group in the batch is executed
+            chosen, pi = np.ones(num_tasks, dtype=bool), np.ones(num_tasks)
         else:
             clock = time.perf_counter()
             prediction = predictions.predict(group_ids, programs)
             totals["wm_seconds"] += time.perf_counter() - clock
-            scores = np.where(prediction.valid, prediction.scores, np.nan)
-            std = np.zeros(scores.shape) if prediction.std is None else prediction.std
             if arm == "wm":
                 chosen, pi = np.zeros(num_tasks, dtype=bool), np.zeros(num_tasks)
             else:
                 upper = None
                 if by_upper:  # tasks are 0..T-1 in order: one priority per task
+                    valid = prediction.valid
+                    valid = np.isfinite(prediction.scores) if valid is None else valid
+                    scores = np.where(valid, prediction.scores, np.nan)
+                    std = np.zeros(scores.shape) if prediction.std is None else prediction.std
                     reference = np.where(executions > 0, best, np.nan)[group_ids]
                     upper = ucb_priorities(group_ids, scores, std, config.ucb_kappa, reference)
                     upper = upper[::group_size]
                 chosen, pi = draw_anchor_tasks(
                     executions, fused_anchors, config.anchor_draw, rng, config.balance_mix, upper
                 )
-            executed, inclusion, screened = chosen[group_ids], pi[group_ids], None
-            if keep and executed.any():
-                members, member_pi = screen_members(
-                    group_ids,
-                    scores + config.ucb_kappa * std,
-                    keep,
-                    rng,
-                    config.screening,
-                    config.balance_mix,
-                )
-                screened, executed = executed & ~members, executed & members
-                inclusion = inclusion * member_pi
-            real = np.where(executed, truth, np.nan)
-            out = fusion.step(
-                group_ids,
-                prediction.scores,
-                real,
-                wm_valid=prediction.valid,
-                inclusion_probabilities=inclusion,
-                screened=screened,
-                wm_std=prediction.std,  # the gate weighs anchor pairs by it
-                clusters=group_ids,  # each task recurs every round: one cluster for the gate
-            )
+        finished = play_round(engine, group_ids, prediction, chosen, pi, _replay(truth))
+        out, executed = finished.fusion, finished.plan.execute
+        if prediction is not None:
             if executed.any():
                 predictions.learn(group_ids[executed], programs[executed])
             metrics = out.metrics
@@ -301,6 +352,15 @@ def within_group_spearman(group_ids: np.ndarray, predicted: np.ndarray, truth: n
     if not varied.any():
         return math.nan
     return float(np.mean((p * t).sum(axis=1)[varied] / norm[varied]))
+
+
+def _replay(truth: np.ndarray) -> Callable[[np.ndarray], list[ExecResult]]:
+    """Runs samples by the execution table: their recorded outcomes as real results."""
+
+    def run(indices: np.ndarray) -> list[ExecResult]:
+        return [ExecResult("replay", ExecStatus.OK, score=float(truth[i])) for i in indices]
+
+    return run
 
 
 def _number(value: Any) -> float:

@@ -155,11 +155,15 @@ class AnchoredRound:
         known_status: np.ndarray | None = None,
         *,
         drawn: np.ndarray | None = None,
+        inclusion: np.ndarray | None = None,
     ) -> RoundPlan:
         """Plan a round from ``prediction`` (``None``: none yet, nothing is forced).
 
         ``drawn``: the anchors of a round already started with :meth:`draw` (else drawn
-        here); screening and forcing follow (module docstring)."""
+        here); screening and forcing follow (module docstring). ``inclusion`` (per sample,
+        with ``drawn``): the drawn groups came from the adapter's own draw, with these exact
+        inclusion probabilities, not from the fusion's; screening (with the selection's
+        generator) and forcing follow as for a fusion's draw."""
         ids = np.asarray(group_ids)
         n = ids.shape[0]
         known = np.zeros(n, dtype=bool) if known is None else np.asarray(known, dtype=bool)
@@ -169,6 +173,10 @@ class AnchoredRound:
             raise ValueError("known outcomes need a failure_score to score them with")
         if known_status is None:
             known_status = np.where(known, "failed", "").astype(object)
+        if inclusion is not None:
+            if drawn is None:
+                raise ValueError("inclusion probabilities need the draw they belong to: drawn")
+            return self._plan_outside(ids, prediction, known, known_status, drawn, inclusion)
         if drawn is None:
             drawn = self.draw(ids, prediction, known)
         drawn = np.asarray(drawn, dtype=bool)
@@ -178,6 +186,84 @@ class AnchoredRound:
         plan = RoundPlan(ids, drawn, drawn.copy(), execute, known, known_status, np.zeros(n))
         invalid = np.zeros(n, dtype=bool) if prediction is None else ~_valid(prediction)
         return self.force(plan, invalid)
+
+    def plan_from(
+        self,
+        group_ids: Sequence[Any] | np.ndarray,
+        drawn: np.ndarray,
+        executed: np.ndarray,
+        inclusion: np.ndarray,
+        known_scores: np.ndarray | None = None,
+    ) -> RoundPlan:
+        """The plan of a round whose samples' fates were decided one by one outside the
+        fusion (verl's reward workers score each sample alone): per sample, its group was
+        ``drawn``; it was ``executed`` as evidence (an anchor) with probability
+        ``inclusion`` (read for every sample of an anchor group); ``known_scores`` holds
+        the outcomes known without a drawn execution (NaN elsewhere;
+        :func:`~wmrl_env.rounds.sample_outcome` says which)."""
+        ids = np.asarray(group_ids)
+        n = ids.shape[0]
+        drawn, executed = _mask("drawn", drawn, n), _mask("executed", executed, n)
+        pi = _per_sample("inclusion", inclusion, n)
+        known_scores = (
+            np.full(n, np.nan)
+            if known_scores is None
+            else _per_sample("known_scores", known_scores, n)
+        )
+        known = ~np.isnan(known_scores)
+        if (executed & known).any():
+            raise ValueError("a sample with a known outcome is marked executed")
+        anchors = drawn | executed
+        if not ((pi[anchors] > 0) & (pi[anchors] <= 1)).all():
+            raise ValueError("an anchor's sample needs an inclusion probability in (0, 1]")
+        status = np.where(known, "known", "").astype(object)
+        return RoundPlan(
+            ids,
+            drawn,
+            anchors,
+            executed,
+            known,
+            status,
+            np.where(anchors, pi, 0.0),
+            known_scores,
+            decided_outside=True,
+        )
+
+    def _plan_outside(
+        self,
+        ids: np.ndarray,
+        prediction: Prediction | None,
+        known: np.ndarray,
+        known_status: np.ndarray,
+        drawn: np.ndarray,
+        inclusion: np.ndarray,
+    ) -> RoundPlan:
+        """:meth:`plan` for a draw made by the adapter with ``inclusion`` per sample."""
+        n = ids.shape[0]
+        drawn = _mask("drawn", drawn, n)
+        pi = _per_sample("inclusion", inclusion, n)
+        if not ((pi[drawn] > 0) & (pi[drawn] <= 1)).all():
+            raise ValueError("a drawn group needs an inclusion probability in (0, 1]")
+        execute, member_pi = drawn & ~known, np.ones(n)
+        screens = self.selection.execute_per_group is not None and prediction is not None
+        if screens and drawn.any():
+            members, member_pi = self._screen_members(ids, prediction, known)
+            execute = execute & members
+        groups = GroupIndex.from_ids(ids)
+        invalid = np.zeros(n, dtype=bool) if prediction is None else ~_valid(prediction)
+        forced = groups.broadcast(groups.count(invalid & ~known) > 0)
+        execute = np.where(forced, ~known, execute)
+        inclusion = np.where(forced, 1.0, np.where(drawn, pi * member_pi, 0.0))
+        return RoundPlan(
+            ids,
+            drawn,
+            drawn | forced,
+            execute,
+            known,
+            known_status,
+            inclusion,
+            decided_outside=True,
+        )
 
     def force(self, plan: RoundPlan, invalid: np.ndarray) -> RoundPlan:
         """Anchor with certainty (``pi = 1``, executed whole) every group holding an
@@ -218,19 +304,25 @@ class AnchoredRound:
         """``execute_per_group`` members of each anchor group, by their upper bound
         ``s + ucb_kappa * std`` (a group with an invalid prediction is executed whole; known
         outcomes are never chosen); the fusion records each member's probability."""
+        executed, member_pi = self._screen_members(ids, prediction, known)
+        return np.asarray(self.fusion.screen_anchors(executed, member_pi, known=known), dtype=bool)
+
+    def _screen_members(
+        self, ids: np.ndarray, prediction: Prediction, known: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         selection = self.selection
         std = np.zeros(len(prediction)) if prediction.std is None else prediction.std
         upper = np.where(_valid(prediction), prediction.scores + selection.ucb_kappa * std, np.nan)
-        executed, member_pi = screen_members(
+        mix = self.fusion.uniform_mix if selection.uniform_mix is None else selection.uniform_mix
+        return screen_members(
             ids,
             upper,
             selection.execute_per_group,
             selection.rng,
             selection.screening,
-            self.fusion.uniform_mix,
+            mix,
             known=known,
         )
-        return np.asarray(self.fusion.screen_anchors(executed, member_pi, known=known), dtype=bool)
 
     # -- execute ----------------------------------------------------------------------------
 
@@ -244,23 +336,33 @@ class AnchoredRound:
         self,
         plan: RoundPlan,
         record: RealRecord,
-        prediction: Prediction,
+        prediction: Prediction | None,
         clusters: Sequence[Any] | np.ndarray | None = None,
     ) -> FinishedRound:
         """Fuse the round: world-model scores (invalid ones left out), real scores, known
-        outcomes (``failure_score``), the groups' tasks (``clusters``, per sample) and the
-        world model's std go to :meth:`RewardFusion.step`."""
-        valid = _valid(prediction)
-        known_scores = np.where(plan.known, self.failure_score, np.nan)
+        outcomes (``plan.known_scores``, else ``failure_score``), the groups' tasks
+        (``clusters``, per sample) and the world model's std go to
+        :meth:`RewardFusion.step`; a plan decided outside the fusion brings its inclusion
+        probabilities and screened members. ``prediction`` ``None``: a round without a
+        world model (method ``"real"``)."""
+        n = len(plan.group_ids)
+        valid = np.ones(n, dtype=bool) if prediction is None else _valid(prediction)
+        known_scores = plan.known_scores
+        if known_scores is None:
+            known_scores = np.where(plan.known, self.failure_score, np.nan)
+        outside: dict[str, Any] = {}
+        if plan.decided_outside:
+            outside = {"inclusion_probabilities": plan.inclusion, "screened": plan.screened}
         out = self.fusion.step(
             plan.group_ids,
-            np.where(valid, prediction.scores, np.nan),
+            None if prediction is None else np.where(valid, prediction.scores, np.nan),
             record.score,
             failed=record.failed,
             wm_valid=valid,
             clusters=clusters,
-            wm_std=prediction.std,
+            wm_std=None if prediction is None else prediction.std,
             known_scores=known_scores,
+            **outside,
         )
         metrics = round_metrics(out, plan, record, valid)
         return FinishedRound(plan, record, out, metrics)
@@ -283,6 +385,22 @@ def round_metrics(
         wm_valid_fraction=float(np.mean(valid)) if len(valid) else 1.0,
     )
     return metrics
+
+
+def _mask(name: str, values: Any, n: int) -> np.ndarray:
+    mask = np.asarray(values)
+    if mask.dtype != bool or mask.shape != (n,):
+        raise ValueError(
+            f"{name} must be a bool mask of shape ({n},), got {mask.dtype} {mask.shape}"
+        )
+    return mask
+
+
+def _per_sample(name: str, values: Any, n: int) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape != (n,):
+        raise ValueError(f"{name} must hold one number per sample ({n},), got {array.shape}")
+    return array
 
 
 def _valid(prediction: Prediction) -> np.ndarray:

@@ -42,6 +42,8 @@ class AnchorSelection:
             (``None``: whole groups).
         screening: ``"pps"`` (unbiased) or ``"top"``, see :mod:`~wmrl_env.fusion.screening`.
         rng: the screening draw's generator.
+        uniform_mix: the share of uniform in screening's ``pps`` draw (``None``: the
+            fusion's ``uniform_mix``).
     """
 
     priority: str = "uniform"
@@ -50,6 +52,7 @@ class AnchorSelection:
     execute_per_group: int | None = None
     screening: str = "pps"
     rng: np.random.Generator | None = None
+    uniform_mix: float | None = None
 
     def __post_init__(self) -> None:
         if self.priority not in ANCHOR_PRIORITIES:
@@ -115,6 +118,11 @@ class RoundPlan:
         known_status: the known outcome's status (``""`` elsewhere).
         inclusion: its probability of being executed (group's ``pi`` times the member's
             given the group; 1 for a forced group; 0 for a group never anchored).
+        known_scores: the known outcomes' scores (NaN elsewhere); ``None``: the round's
+            ``failure_score`` for every known outcome.
+        decided_outside: the draw was decided outside the fusion (the adapter's own draw,
+            or per sample at reward time), so :meth:`~wmrl_env.rounds.AnchoredRound.finish`
+            hands the fusion ``inclusion`` and the screened members itself.
     """
 
     group_ids: np.ndarray
@@ -124,6 +132,8 @@ class RoundPlan:
     known: np.ndarray
     known_status: np.ndarray
     inclusion: np.ndarray
+    known_scores: np.ndarray | None = None
+    decided_outside: bool = False
 
     @property
     def forced(self) -> np.ndarray:

@@ -55,6 +55,27 @@ class RealRecord:
         self.seconds = np.zeros(num_samples)
         self.results: list[ExecResult] = []
 
+    @classmethod
+    def of(
+        cls,
+        score: np.ndarray,
+        failed: np.ndarray,
+        program_failed: np.ndarray,
+        executed: np.ndarray,
+    ) -> RealRecord:
+        """A record of outcomes folded elsewhere (verl's reward workers file each sample's):
+        per sample its real score, infrastructure failure, program failure and whether it
+        ran; the statuses say ``ok``, ``error`` or ``failed``."""
+        score = np.asarray(score, dtype=np.float64)
+        record = cls(score.shape[0])
+        record.score = score.copy()
+        record.failed = np.asarray(failed, dtype=bool).copy()
+        record.program_failed = np.asarray(program_failed, dtype=bool).copy()
+        ran = np.asarray(executed, dtype=bool)
+        outcome = np.where(record.failed, "error", np.where(record.program_failed, "failed", "ok"))
+        record.status = np.where(ran, outcome, NOT_EXECUTED).astype("<U16")
+        return record
+
     @property
     def executed(self) -> np.ndarray:
         """Per sample: at least one real execution finished."""

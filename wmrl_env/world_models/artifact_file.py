@@ -35,6 +35,25 @@ __all__ = ["is_state_file", "read_state", "write_state"]
 _MAGIC = "wmrl-state"
 _CONTAINER = 1
 
+# Modules that release 0.2.0 wrote into saved states, where they live now (its states load).
+_MOVED_IN_0_3 = {
+    f"wmrl_env.world_models.{name}": f"wmrl_env.world_models.programs.{name}"
+    for name in (
+        "ml_default",
+        "pretraining",
+        "program_covariance",
+        "program_features",
+        "program_outcomes",
+        "program_profile",
+        "program_rows",
+        "program_task",
+        "status_model",
+        "task_residual",
+        "tree_classifier",
+        "tree_ensemble",
+    )
+}
+
 
 def is_state_file(path: str | Path) -> bool:
     """Whether ``path`` is a ``.npz`` state file (a zip archive) rather than a pickle."""
@@ -119,6 +138,7 @@ def _decode(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
     if "dict" in value:
         return {key: _decode(item, arrays) for key, item in value["dict"].items()}
     module, _, name = value["dataclass"].partition(":")
+    module = _MOVED_IN_0_3.get(module, module)
     if not module.startswith("wmrl_env."):
         raise ValueError(f"a saved state names {value['dataclass']}, outside wmrl_env")
     try:

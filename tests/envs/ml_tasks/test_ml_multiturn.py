@@ -226,3 +226,25 @@ def test_live_episode_in_the_sandbox(tmp_path) -> None:
     observation, reward, terminated, _, info = env.step(reviser.act(observation))
     assert terminated and info["status"] == "ok" and math.isfinite(reward) and reward > 0
     env.close()
+
+
+@pytest.mark.slow
+def test_live_episode_on_a_task_with_a_private_test(tmp_path) -> None:
+    """A generated task with a private test runs in the multi-turn env: its private score
+    comes only in the final info, computed from the final program's predictions (never the
+    validation score, never in a reward or an observation)."""
+    env = MLTaskMultiTurnEnv(
+        tasks=["hr_missing_s0"], executor="local", max_turns=2, data_root=str(tmp_path)
+    )
+    reviser = ScriptedReviser(start=NAN_CRASH, seed=0)
+    observation, info = env.reset(seed=0)
+    assert observation.startswith("Task hr_missing_s0:")
+    observation, reward, terminated, _, info = env.step(reviser.act(observation))
+    assert not terminated and "private_score" not in info
+    assert parse_report(observation).status == "crashed"
+    observation, reward, terminated, _, info = env.step(reviser.act(observation))
+    assert terminated and info["status"] == "ok" and reward == info["best_score"] > 0
+    private = info["private_score"]
+    assert isinstance(private, float) and math.isfinite(private) and 0 < private <= 1
+    assert private != reward and f"{private:.4f}" not in observation
+    env.close()

@@ -49,7 +49,9 @@ from wmrl_env.integrations._shared import flatten_metrics
 from wmrl_env.integrations.verl.ledger import Ledger, RayLedger, SampleRecord, default_ledger
 from wmrl_env.integrations.verl.ledger import reward_key as _key
 from wmrl_env.integrations.verl.patch import current_row_keys, patch_compute_advantage
+from wmrl_env.rounds import AnchoredRound, FinishedRound, RealRecord
 from wmrl_env.utils.imports import require
+from wmrl_env.world_models.base import Prediction
 
 __all__ = ["FusedAdvantageEstimator", "VerlFusionCall", "register_estimator"]
 
@@ -87,6 +89,7 @@ class FusedAdvantageEstimator:
         log_metrics: Callable[[dict[str, float]], None] | None = None,
     ) -> None:
         self.fusion = fusion
+        self.engine = AnchoredRound(fusion, max_infrastructure_failures=0)  # workers' breaker
         self.ledger = ledger
         self.log_metrics = log_metrics or _log_metrics
         self.last_call: VerlFusionCall | None = None
@@ -134,10 +137,11 @@ class FusedAdvantageEstimator:
         else:
             keys = [_key(v) for v in rewards]
             records, ambiguous = _match(uids, keys, available, self.fusion.method)
-        advantages, out, included = self._fuse(uids, records)
+        advantages, finished, included = self._fuse(uids, records)
+        out = None if finished is None else finished.fusion
         scored = np.array([np.isfinite(r.reward) for r in records], dtype=bool)
         advantages[scored] += _group_centred(shaping[scored], uids[scored])
-        metrics = _metrics(out, records, included, ambiguous)
+        metrics = _metrics(finished, records, included, ambiguous)
         metrics["wmrl/shaping_abs_mean"] = float(np.abs(shaping).mean())
         evaluation = self.ledger.take_eval()
         if evaluation is not None:
@@ -148,10 +152,9 @@ class FusedAdvantageEstimator:
 
     def _fuse(
         self, uids: np.ndarray, records: list[SampleRecord]
-    ) -> tuple[np.ndarray, FusionOutput | None, np.ndarray]:
+    ) -> tuple[np.ndarray, FinishedRound | None, np.ndarray]:
         valid = np.array([r.wm_valid for r in records])
         anchor = np.array([r.is_anchor for r in records])
-        failed = np.array([r.failed for r in records])
         known = np.array([r.known_score for r in records], dtype=np.float64)
         included = valid | anchor | ~np.isnan(known)
         advantages = np.zeros(len(records))
@@ -160,19 +163,32 @@ class FusedAdvantageEstimator:
         rows = [r for r, keep in zip(records, included, strict=True) if keep]
         std = np.array([r.wm_std for r in rows])
         has_std = bool(np.isfinite(std[valid[included]]).all()) and valid[included].any()
-        out = self.fusion.step(
+        # each sample's fate was decided by its reward worker (rounds.sample_outcome): the
+        # round's plan is taken as decided, with each anchor's own inclusion probability
+        drawn = anchor[included]
+        evidence = drawn & np.isnan(known[included])
+        plan = self.engine.plan_from(
             uids[included],
-            np.array([r.wm_score if r.wm_valid else np.nan for r in rows]),
-            np.array([r.real_score for r in rows]),
-            failed=failed[included],
-            wm_valid=valid[included],
-            inclusion_probabilities=np.array([r.inclusion_probability for r in rows]),
-            known_scores=known[included],
-            wm_std=std if has_std else None,
-            clusters=[r.cluster or f"uid\x00{r.uid}" for r in rows],
+            drawn,
+            evidence,
+            np.array([r.inclusion_probability for r in rows]),
+            known[included],
         )
-        advantages[included] = out.advantages
-        return advantages, out, included
+        record = RealRecord.of(
+            np.array([r.real_score for r in rows]),
+            np.array([r.failed for r in rows]),
+            np.array([r.program_failed for r in rows]),
+            np.array([r.executed for r in rows]),
+        )
+        prediction = Prediction(
+            np.array([r.wm_score if r.wm_valid else np.nan for r in rows]),
+            std if has_std else None,
+            valid[included],
+        )
+        clusters = [r.cluster or f"uid\x00{r.uid}" for r in rows]
+        finished = self.engine.finish(plan, record, prediction, clusters)
+        advantages[included] = finished.fusion.advantages
+        return advantages, finished, included
 
     def state_dict(self) -> dict[str, Any]:
         return {"fusion": self.fusion.state_dict()}
@@ -253,13 +269,15 @@ def _match(
 
 
 def _metrics(
-    out: FusionOutput | None, records: list[SampleRecord], included: np.ndarray, ambiguous: int
+    finished: FinishedRound | None,
+    records: list[SampleRecord],
+    included: np.ndarray,
+    ambiguous: int,
 ) -> dict[str, float]:
-    metrics = flatten_metrics(out.metrics) if out is not None else {}
-    if out is not None:
-        metrics["wmrl/kappa"] = float(out.kappa)
-    # the round's metrics as every adapter names them (wmrl_env.rounds.ROUND_METRICS); verl
-    # forces no group (an invalid prediction outside the draw runs alone) and screens none
+    metrics = flatten_metrics(finished.metrics) if finished is not None else {}
+    # the round's metrics as every adapter names them (wmrl_env.rounds.ROUND_METRICS), counted
+    # over every row, those left out of the fusion included; verl forces no group (an invalid
+    # prediction outside the draw runs alone) and screens none
     metrics["wmrl/n_executed"] = float(sum(r.executed for r in records))
     metrics["wmrl/n_forced_anchor_groups"] = 0.0
     metrics["wmrl/n_screened"] = 0.0

@@ -264,6 +264,7 @@ def program_features(program: str) -> np.ndarray | None:
     order: list[str] = []  # preprocessing steps in source order
     calls, strings = _calls_and_strings(tree)
     calls.sort(key=lambda n: (n.lineno, n.col_offset))
+    may_log1p = "log1p" in program  # no call can mention a name the text lacks
     for call in calls:
         name = _called_name(call)
         family = _family(name)
@@ -301,7 +302,7 @@ def program_features(program: str) -> np.ndarray | None:
         elif name:
             bucket = zlib.crc32(name.encode()) % HASH_BUCKETS
             out[_INDEX[f"name_hash_{bucket}"]] += 1.0
-        if _mentions(call, "log1p"):
+        if may_log1p and _mentions(call, "log1p"):
             order.append("log1p")
     if "log1p" in order:
         put("log1p", 1.0)
@@ -420,6 +421,7 @@ def _mentions(call: ast.Call, name: str) -> bool:
 _TRIPLE = re.compile("\"\"\"|'''")
 
 
+@functools.lru_cache(maxsize=2048)  # a batch's world model and pre-gate both ask
 def code_key(program: str) -> str | None:
     """A key of ``program`` that ignores blank lines, comment-only lines and trailing
     spaces outside triple-quoted strings, which change no feature but ``log_lines``; None
@@ -440,7 +442,7 @@ def code_key(program: str) -> str | None:
             line = line.rstrip()
             if not line or line.lstrip().startswith("#"):
                 continue
-        marks = _TRIPLE.findall(line)
+        marks = _TRIPLE.findall(line) if '"""' in line or "'''" in line else None
         if marks:
             rest = _TRIPLE.sub("", line)
             if any(c in rest for c in "'\"#\\"):
@@ -458,13 +460,14 @@ class ProgramFeaturizer:
     """:func:`program_features` with an LRU cache keyed by a hash of the program text, and
     a second one keyed by :func:`code_key`: a program that differs from one seen before
     only in comment lines or blank lines is not parsed again (its ``log_lines`` is its
-    own). ``hits`` counts exact repeats, ``code_hits`` the others.
+    own). ``hits`` counts exact repeats, ``code_hits`` the others, ``parsed`` the programs
+    read from their syntax tree.
 
     >>> featurize = ProgramFeaturizer(max_entries=2)
     >>> featurize(["x = 1", "def f(:"])[1] is None, featurize.hits
     (True, 0)
-    >>> _ = featurize(["# a comment\\nx = 1"]); featurize.code_hits
-    1
+    >>> _ = featurize(["# a comment\\nx = 1"]); featurize.code_hits, featurize.parsed
+    (1, 2)
     """
 
     def __init__(self, max_entries: int = 100_000) -> None:
@@ -473,6 +476,7 @@ class ProgramFeaturizer:
         self.max_entries = max_entries
         self.hits = 0
         self.code_hits = 0
+        self.parsed = 0
         self._cache: OrderedDict[str, np.ndarray | None] = OrderedDict()
         self._code: OrderedDict[str, np.ndarray | None] = OrderedDict()
 
@@ -492,6 +496,8 @@ class ProgramFeaturizer:
 
     def _features(self, program: str) -> np.ndarray | None:
         code = code_key(program)
+        if code is None or code not in self._code:
+            self.parsed += 1
         if code is None:
             return program_features(program)
         if code not in self._code:
