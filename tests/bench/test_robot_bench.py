@@ -110,10 +110,18 @@ def test_the_predictor_is_checked_on_every_round_of_real_episodes(bench):
     assert {(r["arm"], r["step"]) for r in checks} == {
         (arm, step) for arm in (*real_episodes, *dense) for step in range(1, ITERATIONS + 1)
     }  # the wm arm has no real episode to check against
-    for row in [r for r in checks if r["arm"] in dense]:
+    learnt = {}
+    for row in sorted((r for r in checks if r["arm"] in dense), key=lambda r: r["step"]):
         assert row["shadow"] == "real-states" and row["pooled"] is None
         assert row["round"]["episodes"] == GROUPS * SIZE
         assert 0.0 <= row["round"]["mean_prediction"] <= 1.0
+        assert 0.0 <= row["round"]["progress_coverage"] <= 1.0
+        # co-evolution: every round's real episodes are added to the progress model
+        seen = row["round"]["progress_episodes"]
+        if row["arm"] in learnt:
+            assert seen == learnt[row["arm"]] + GROUPS * SIZE
+        learnt[row["arm"]] = seen
+    assert set(learnt) == dense
     for row in [r for r in checks if r["arm"] not in dense]:
         assert row["round"]["episodes"] == real_episodes[row["arm"]]
         assert row["pooled"]["episodes"] == row["step"] * real_episodes[row["arm"]]

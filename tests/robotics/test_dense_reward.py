@@ -101,7 +101,11 @@ def test_end_round_checks_then_updates_and_calibrates() -> None:
     check = scorer.end_round()
     assert check["episodes"] == 8 and check["successes"] == 4
     assert check["within_group_auc"] == 1.0  # one start: every pair is within it
+    # the progress labels' coverage by the std, measured before the model saw the episodes
+    assert 0.0 <= check["progress_coverage"] <= 1.0 and check["progress_rmse"] > 0
+    assert check["calibration"]["calibration"] == "affine" and check["calibration"]["slope"] > 0
     assert len(scorer.model.states) == before + 8 and not scorer.episodes
+    assert check["progress_episodes"] == before + 8
     assert scorer.end_round() is None
     # the calibration maps progress made to the success scale: increasing, from about 0
     # (the failures' progress) to about 1 (the successes'; the calibrator's tie-break may

@@ -61,6 +61,11 @@ def test_predicts_progress_and_its_std_is_calibrated_on_held_out_states() -> Non
     # the out-of-bag estimate's own optimism/pessimism, so a factor 1.5 either way)
     ratio = np.mean((mean - labels) ** 2) / np.mean(std**2)
     assert 1 / 1.5 < ratio < 1.5, ratio
+    check = model.check(held_out)  # the same figures, as the bench records them every round
+    assert check["progress_rmse"] == pytest.approx(np.sqrt(np.mean((mean - labels) ** 2)))
+    assert check["progress_std"] == pytest.approx(std.mean())
+    assert check["progress_coverage"] == pytest.approx(np.mean(np.abs(mean - labels) <= std))
+    assert 0.5 < check["progress_coverage"] < 0.95  # a calibrated std covers most, not all
 
 
 def test_update_learns_the_new_episodes_states() -> None:

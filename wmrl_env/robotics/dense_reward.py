@@ -2,10 +2,11 @@
 reward is the sparse success fused with the progress model's per-step increments.
 
 :class:`ProgressReward` is shared by all the envs of a run: the progress model
-(:class:`~wmrl_env.robotics.progress.ProgressModel`), the isotonic calibration of a progress
-return to the success scale (the fusion's
-:class:`~wmrl_env.fusion.calibration.OnlineCalibrator`, ``calibrate=False``: the raw progress)
-and the episodes played since the last :meth:`ProgressReward.end_round`.
+(:class:`~wmrl_env.robotics.progress.ProgressModel`), the calibration of a progress return to
+the success scale (:class:`~wmrl_env.robotics.progress_calibration.ProgressCalibration`: by
+default a line fitted within starts, which keeps failures ordered by their progress;
+``calibrate=False``: the raw progress) and the episodes played since the last
+:meth:`ProgressReward.end_round`.
 :class:`DenseProgressReward` wraps each real env: with ``P_t = p(s_t) - p(s_0)`` the progress
 made so far and ``f`` the calibration, step ``t`` pays
 ``(1 - dense_weight) * sparse_t + dense_weight * (f(P_t) - f(P_{t-1}))``, so an episode's
@@ -14,8 +15,10 @@ group share their start, so within a group it ranks episodes by their predicted 
 progress beside their real success. ``info["sparse_reward"]`` keeps the env's own reward.
 
 After every round, :meth:`ProgressReward.end_round` measures the model on the round's
-episodes (before it sees them: on-policy, out of sample), then updates the model on them
-(co-evolution) and refits the calibration on (progress return, success) pairs. The wrapper's
+episodes (before it sees them: on-policy, out of sample: the AUC of success from predicted
+final progress, and how often the progress labels fall within one predicted std), then updates
+the model on them (co-evolution) and refits the calibration on (progress return, success)
+pairs. The wrapper's
 episode record travels with the env's snapshots, so an episode parked and restored goes on
 with its own states.
 
@@ -47,9 +50,13 @@ class ProgressReward:
     Args:
         model: a pretrained :class:`ProgressModel`.
         dense_weight: weight of the dense part (1: progress only).
-        calibrate: map progress to the success scale by isotonic regression on the real
-            episodes' (progress return, success) pairs (identity until ``min_pairs``).
+        calibrate: map progress to the success scale, fitted on the real episodes'
+            (progress return, success) pairs (``False``: the raw progress return).
         update: update the model on every round's episodes.
+        calibration: how (:class:`~wmrl_env.robotics.progress_calibration.ProgressCalibration`):
+            ``"affine"`` (a line fitted within starts, kept only when significantly
+            positive) or ``"isotonic"``.
+        min_pairs: fewest pairs before the calibration is fitted.
     """
 
     def __init__(
@@ -59,8 +66,9 @@ class ProgressReward:
         calibrate: bool = True,
         update: bool = True,
         min_pairs: int = 16,
+        calibration: str = "affine",
     ) -> None:
-        from wmrl_env.fusion.calibration import OnlineCalibrator
+        from wmrl_env.robotics.progress_calibration import ProgressCalibration
 
         if not 0.0 <= dense_weight <= 1.0:
             raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
@@ -68,7 +76,9 @@ class ProgressReward:
             raise ValueError("the progress model must be pretrained first")
         self.model, self.dense_weight = model, dense_weight
         self.calibrate, self.update = calibrate, update
-        self.calibrator = OnlineCalibrator(min_pairs=min_pairs, decay=1.0) if calibrate else None
+        self.calibrator = (
+            ProgressCalibration(calibration, min_pairs=min_pairs) if calibrate else None
+        )
         self.episodes: list[tuple[np.ndarray, bool]] = []
         self._lock = threading.Lock()
 
@@ -87,8 +97,10 @@ class ProgressReward:
 
     def end_round(self) -> dict[str, Any] | None:
         """The round's on-policy check (predicted final progress against success, pooled and
-        within starts: episodes with the same start state), then the update and the
-        recalibration; ``None`` when no episode ended."""
+        within starts: episodes with the same start state; the progress labels' coverage by
+        the predicted std, :meth:`ProgressModel.check`), then the update (the episodes the
+        model has learnt from under ``"progress_episodes"``) and the recalibration (its fit
+        after this round under ``"calibration"``); ``None`` when no episode ended."""
         from wmrl_env.bench.robotics.predictor_check import predictor_check
 
         with self._lock:
@@ -99,13 +111,15 @@ class ProgressReward:
         success = np.array([ok for _, ok in episodes])
         keys = [states[0].tobytes() for states, _ in episodes]
         groups = np.unique(keys, return_inverse=True)[1]
-        check = predictor_check(finals, success, groups).to_dict()
+        check = {**predictor_check(finals, success, groups).to_dict(), **self.model.check(episodes)}
         if self.update:
             self.model.update(episodes)
+        check["progress_episodes"] = len(self.model.states)  # learnt from, after the update
         if self.calibrator is not None:
             starts = self.progress(np.stack([states[0] for states, _ in episodes]))
             made = self.progress(np.stack([states[-1] for states, _ in episodes])) - starts
-            self.calibrator.update(made, success.astype(float), groups=groups)
+            self.calibrator.update(made, success.astype(float), groups)
+            check["calibration"] = self.calibrator.summary()
         return check
 
 

@@ -19,7 +19,7 @@ The dense reward of an episode is the sum of its per-step progress increments
 ``p(s_{t+1}) - p(s_t)`` (:func:`progress_increments`), which is ``p(last) - p(start)``: the
 members of a GRPO group share their start, so within a group it ranks episodes by their
 predicted final progress. :class:`DenseProgressFusion` calibrates it against the real sparse
-success with the fusion's isotonic calibrator and fuses the two.
+success (:mod:`wmrl_env.robotics.progress_calibration`) and fuses the two.
 
 Example:
     >>> import numpy as np
@@ -172,6 +172,23 @@ class ProgressModel:
         per_tree = np.stack([tree.predict(states) for tree in self._model.estimators_])
         return per_tree.std(axis=0)
 
+    def check(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """How well the model predicts episodes it has not seen (call it before
+        :meth:`update`): over every state, the RMSE against the progress labels, the mean
+        predicted std and the share of labels within one predicted std of the prediction
+        (about 0.68 for a calibrated Gaussian error, higher for a heavier-tailed one)."""
+        states = np.concatenate([np.asarray(s, np.float64) for s, _ in episodes])
+        labels = np.concatenate(
+            [progress_labels(len(s) - 1, bool(ok), self.failure_ceiling) for s, ok in episodes]
+        )
+        mean, std = self.predict(states)
+        error = np.abs(mean - labels)
+        return {
+            "progress_rmse": float(np.sqrt(np.mean(error**2))),
+            "progress_std": float(np.mean(std)),
+            "progress_coverage": float(np.mean(error <= std)),
+        }
+
     def predict(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(progress, std)`` per state (``(N, dim)``); progress clipped to ``[0, 1]``."""
         if self._model is None:
@@ -202,9 +219,10 @@ class DenseProgressFusion:
     """Fuses each real episode's sparse success with its dense progress return.
 
     Every episode runs in the simulator, so every episode is a calibration pair: the
-    progress return is mapped to the success scale by the fusion's isotonic calibrator
-    (:class:`~wmrl_env.fusion.calibration.OnlineCalibrator`, fitted on the pairs of the last
-    ``window`` rounds, identity until it has ``min_pairs``), and the fused reward is
+    progress return is mapped to the success scale by a
+    :class:`~wmrl_env.robotics.progress_calibration.ProgressCalibration` (``calibration``:
+    by default a line fitted within groups on the pairs of the last ``window`` rounds, kept
+    only when significantly positive), and the fused reward is
     ``(1 - dense_weight) * success + dense_weight * calibrated progress``.
     ``dense_weight=1`` is the dense reward alone (calibrated); the advantages are centred
     within each group and scaled over the batch
@@ -221,13 +239,19 @@ class DenseProgressFusion:
         True
     """
 
-    def __init__(self, dense_weight: float = 0.5, window: int = 8, min_pairs: int = 16) -> None:
-        from wmrl_env.fusion.calibration import OnlineCalibrator
+    def __init__(
+        self,
+        dense_weight: float = 0.5,
+        window: int = 8,
+        min_pairs: int = 16,
+        calibration: str = "affine",
+    ) -> None:
+        from wmrl_env.robotics.progress_calibration import ProgressCalibration
 
         if not 0.0 <= dense_weight <= 1.0:
             raise ValueError(f"dense_weight must be in [0, 1], got {dense_weight}")
         self.dense_weight = dense_weight
-        self.calibrator = OnlineCalibrator(window=window, min_pairs=min_pairs, decay=1.0)
+        self.calibrator = ProgressCalibration(calibration, window=window, min_pairs=min_pairs)
 
     def step(
         self, group_ids: np.ndarray, progress_return: np.ndarray, success: np.ndarray
@@ -244,7 +268,7 @@ class DenseProgressFusion:
         if not (np.isfinite(progress).all() and np.isfinite(success).all()):
             raise ValueError("progress_return and success must be finite")
         groups = GroupIndex.from_ids(group_ids)
-        self.calibrator.update(progress, success, groups=groups.inverse)
+        self.calibrator.update(progress, success, groups.inverse)
         calibrated = self.calibrator.transform(progress)
         rewards = (1.0 - self.dense_weight) * success + self.dense_weight * calibrated
         return rewards, group_advantages(rewards, groups)

@@ -29,6 +29,7 @@ from wmrl_env.bench.robotics.config import RobotBenchConfig
 from wmrl_env.bench.robotics.report import (
     RobotSummary,
     markdown,
+    paired_markdown,
     predictor_markdown,
     references_markdown,
     summarise_predictor,
@@ -153,6 +154,9 @@ def write_report(folder: Path) -> tuple[RobotSummary, list[RunRecord]]:
     (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     aucs = [s["predictor_auc"] for s in seeds if s.get("predictor_auc")]
     text = markdown(summary)
+    paired = paired_markdown(runs)
+    if paired:
+        text += "\n\n" + paired
     if aucs:
         per_seed = [
             f"classifier {a['classifier']:.3f}, termination head {a['termination']:.3f}"

@@ -40,6 +40,7 @@ __all__ = [
     "COST",
     "RobotSummary",
     "markdown",
+    "paired_markdown",
     "pass_at",
     "predictor_markdown",
     "references_markdown",
@@ -120,6 +121,45 @@ def markdown(summary: RobotSummary) -> str:
     return "\n".join(lines)
 
 
+def paired_markdown(runs: Sequence[RunRecord], reference: str = "real") -> str:
+    """Each arm's final success minus ``reference``'s on the same seeds (the arms of a seed
+    share its base policy, starts and held-out starts), mean and 95 % t-interval over the
+    seeds both ran, with the mean real steps of each; empty without ``reference`` runs.
+
+    >>> from wmrl_env.bench.records import StepRecord
+    >>> def run(arm, seed, final):
+    ...     return RunRecord(arm, seed, [StepRecord(0, true_score=0.4),
+    ...                                  StepRecord(1, real_steps=100, true_score=final)])
+    >>> print(paired_markdown([run("real", 0, 0.5), run("dense", 0, 0.7)]).splitlines()[-1])
+    | dense | 1 | +0.200 | 100 | 100 |
+    """
+    finals: dict[str, dict[int, RunRecord]] = defaultdict(dict)
+    for run in runs:
+        finals[run.arm][run.seed] = run
+    if reference not in finals:
+        return ""
+    lines = [
+        f"Final held-out success minus `{reference}`'s on the same seeds (95 % CI over seeds):",
+        "",
+        f"| arm | seeds | final minus `{reference}`'s | real steps | `{reference}`'s real steps |",
+        "|---|---|---|---|---|",
+    ]
+    base = finals[reference]
+    for arm, by_seed in finals.items():
+        seeds = sorted(set(by_seed) & set(base))
+        if arm == reference or not seeds:
+            continue
+        diffs = [by_seed[s].final_true_score - base[s].final_true_score for s in seeds]
+        ci = confidence_interval(diffs, bounds=(-1, 1))
+        steps = np.mean([by_seed[s].steps[-1].real_steps for s in seeds])
+        base_steps = np.mean([base[s].steps[-1].real_steps for s in seeds])
+        lines.append(
+            f"| {arm} | {len(seeds)} | {np.mean(diffs):+.3f}{_interval(ci, '+')} "
+            f"| {steps:,.0f} | {base_steps:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def pass_at(tries: Sequence[Sequence[bool]]) -> list[float]:
     """Plain search's success: ``tries[j][i]`` is try ``j`` at start ``i``; entry ``k - 1`` is
     the share of starts solved by at least one of the first ``k`` tries.
@@ -195,6 +235,9 @@ def summarise_predictor(rows: Sequence[dict]) -> list[dict]:
                 "brier": mean("round", "brier"),
                 "mean_prediction": mean("round", "mean_prediction"),
                 "success_rate": mean("round", "success_rate"),
+                "progress_coverage": mean("round", "progress_coverage"),
+                "progress_rmse": mean("round", "progress_rmse"),
+                "progress_std": mean("round", "progress_std"),
             }
         )
     return out
@@ -220,4 +263,20 @@ def predictor_markdown(summary: Sequence[dict]) -> str:
             f"| {row['pooled_within_group_auc']:.3f} | {row['brier']:.3f} "
             f"| {row['mean_prediction']:.3f} | {row['success_rate']:.3f} |"
         )
+    progress = [row for row in summary if np.isfinite(row.get("progress_coverage", np.nan))]
+    if progress:
+        lines += [
+            "",
+            "Progress model on the round's real episodes before it learns them (mean over "
+            "seeds): RMSE against the progress labels, mean predicted std, share of labels "
+            "within one predicted std:",
+            "",
+            "| arm | round | seeds | RMSE | mean std | within 1 std |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {row['arm']} | {row['step']} | {row['seeds']} | {row['progress_rmse']:.3f} "
+            f"| {row['progress_std']:.3f} | {row['progress_coverage']:.3f} |"
+            for row in progress
+        ]
     return "\n".join(lines)
