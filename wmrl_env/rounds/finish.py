@@ -20,7 +20,9 @@ from wmrl_env.world_models.base import Prediction
 __all__ = ["ROUND_METRICS", "FinishedRound", "finish_round", "prediction_valid", "round_metrics"]
 
 # the round's own metrics, beside the fusion's (FusionOutput.metrics), reported alike by every
-# adapter: real executions, groups forced by an invalid prediction, members left out by
+# adapter: real executions, forced groups (run for real without being drawn because they hold
+# an invalid prediction whose outcome is not known: executed whole as pi = 1 anchors, or in
+# verl's per-sample round the invalid sample alone as a known outcome), members left out by
 # screening, program and infrastructure failures, the share of valid predictions
 ROUND_METRICS: tuple[str, ...] = (
     "n_executed",
