@@ -79,33 +79,45 @@ def test_the_arms_read_the_private_score_of_their_best_by_validation_program() -
         assert all(g in set(row) for g, row in zip(greedy, bank.private.tolist(), strict=True))
 
 
-def test_the_pool_suite_refuses_what_needs_a_world_model() -> None:
-    from wmrl_env.cli.bench import pertask_config_from_args, register
+def test_the_pool_suite_runs_every_arm_with_world_model_v4() -> None:
+    from wmrl_env.cli.bench import _world_model_text, pertask_config_from_args, register
 
-    with pytest.raises(ValueError, match="need a world model"):
-        PerTaskConfig(suite="pool", arms=("real", "wmrl"))
-    with pytest.raises(ValueError, match="need a world model"):
-        PerTaskConfig(suite="pool", arms=("real",), world_model="random")
+    assert PerTaskConfig(suite="pool", arms=("real", "wmrl")).arms == ("real", "wmrl")
+    assert PerTaskConfig(suite="pool", arms=("real",), world_model="random")
     with pytest.raises(ValueError, match="suite must be one of"):
         PerTaskConfig(suite="v3")
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     quick = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool"]))
-    assert quick.arms == ("real", "anchors") and quick.policy == "tabular"
+    assert quick.arms == ("real", "anchors", "wm", "wmrl", "ppi") and quick.policy == "tabular"
+    assert _world_model_text(quick) == "v4"
     full = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool", "--full"]))
-    assert full.arms == ("real", "anchors") and full.quality_weights == ()
+    assert "debias" in full.arms and full.quality_weights == (0.5, 0.75, 0.9, 1.0)
     default = pertask_config_from_args(parser.parse_args(["bench"]))
     assert default.suite == "v1" and "wmrl" in default.arms
+    assert _world_model_text(default) == "default"
     args = parser.parse_args(["bench", "--suite", "pool", "--arms", "real", "ppi"])
-    with pytest.raises(ValueError, match="need a world model"):
-        pertask_config_from_args(args)
+    assert pertask_config_from_args(args).arms == ("real", "ppi")
     args = parser.parse_args(["bench", "--policy", "factorized"])
     assert pertask_config_from_args(args).policy == "factorized"
 
 
+def test_pool_bench_builds_world_model_v4() -> None:
+    from wmrl_env.bench.bank import predicts_per_task
+    from wmrl_env.bench.pertask_bench import world_model_factory
+    from wmrl_env.world_models.programs.open_space import OpenSpaceWorldModel
+
+    bank = pool_bank(task_ids=("hr_missing_s0",))
+    model = world_model_factory("default", bank, "v4")(0)
+    assert isinstance(model, OpenSpaceWorldModel) and predicts_per_task(model, 6)
+    mixed = world_model_factory("mix:1", bank, "v4")(0)
+    np.testing.assert_allclose(bank.predict_all(mixed).scores, bank.scores[0])
+
+
 def test_tiny_pool_bench_writes_private_readings(tmp_path) -> None:
-    """The whole bench on three pool tasks with the factorized policy: the report reads
-    private scores, holds the pool's lines and no world-model line, and resumes."""
+    """The whole bench on three pool tasks with the factorized policy, world-model arms
+    included: the report reads private scores, holds the pool's and the world model's
+    lines, and resumes."""
     from wmrl_env.bench.pertask_bench import run_pertask_bench
 
     config = PerTaskConfig.quick(
@@ -116,17 +128,40 @@ def test_tiny_pool_bench_writes_private_readings(tmp_path) -> None:
     result = run_pertask_bench(config)
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["suite"] == "pool" and results["policy"] == "factorized"
-    assert len(results["tasks"]) == 3 and set(results["arms"]) == {
-        "real", "anchors", "real@common", "anchors@common"
-    }  # fmt: skip
+    arms = ("real", "anchors", "wm", "wmrl", "ppi")
+    assert len(results["tasks"]) == 3
+    assert set(results["arms"]) == {*arms, *(f"{a}@common" for a in arms)}
     lines = results["reference_lines"]
-    assert not any("world-model" in name for name in lines)
+    assert {"world model's zero-shot pick", "world-model search@2", "world-model search@4"} <= set(
+        lines
+    )
+    wm_runs = results["arms"]["wm"]
+    assert wm_runs["real_executions_per_task"] == 0
     assert lines["pool's best program (the pool's, not the space's)"]["mean"] == 1.0
     assert lines["random search@2"]["mean"] <= lines["random search@4"]["mean"] + 0.02
     assert results["arms"]["real"]["real_executions_per_task"] == 6 * 4
     assert "every score on the private test" in result.markdown
-    assert "Quality curve" not in result.markdown
+    assert "Quality curve" in result.markdown
     before = (tmp_path / "runs.jsonl").read_text()
     run_pertask_bench(config)
     assert (tmp_path / "runs.jsonl").read_text() == before
     assert (tmp_path / "pertask_curves.png").stat().st_size > 1000
+
+
+def test_world_model_search_deploys_the_private_score_of_its_best_by_validation() -> None:
+    """A world model that knows the rewards executes the best by validation first; the
+    line reads that program's private score, not the best private score executed."""
+    from wmrl_env.bench.search import world_model_search
+    from wmrl_env.bench.world_model import MixedWorldModel, RandomWorldModel
+
+    toy = _toy_bank()
+    bank = TaskBank(("a", "b"), ("task a", "task b"), toy.texts, toy.scores, toy.seconds,
+                    choices=toy.choices, private=toy.private)  # fmt: skip
+
+    def knows(seed: int) -> MixedWorldModel:
+        return MixedWorldModel(RandomWorldModel(seed), bank.truth(), 1.0)
+
+    found = world_model_search(bank, knows, (1, 3), seeds=1, deploy=bank.private)
+    assert found[1].tolist() == [0.4, 0.2] and found[3].tolist() == [0.4, 0.2]
+    plain = world_model_search(bank, knows, (1, 3), seeds=1)
+    assert plain[3].tolist() == [1.0, 0.9]

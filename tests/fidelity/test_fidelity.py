@@ -222,3 +222,30 @@ def test_the_built_in_curve_is_the_committed_headline_runs() -> None:
     path = Path(__file__).resolve().parents[2] / "docs/figures/bench_pertask_full/results.json"
     points = curve_from_results(path)
     np.testing.assert_allclose(np.array(points), np.array(HEADLINE_CURVE), atol=6e-4)
+
+
+def test_the_cli_on_the_pool_table_measures_v4(tmp_path, capsys) -> None:
+    """``--pool`` reads a pool table (here two tasks of the committed one) scored as the pool
+    suite rewards, and measures v4 by default; the figures equal a direct measurement."""
+    from wmrl_env.bench.pool_suite import default_pool_table
+    from wmrl_env.envs.ml_tasks.pool import read_pool
+    from wmrl_env.fidelity import pool_cases
+    from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+
+    keep = {"hr_missing_s0", "hr_periodic_s0"}
+    rows = [r for r in read_pool(default_pool_table()) if r["task_id"] in keep]
+    table = tmp_path / "pool.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = pool_cases(table)
+    assert set(found.task_ids) == keep and len(found) == len(rows)
+    assert np.nanmax(found.score) == 1.0 and set(found.status) <= set(STATUSES)
+    args = parser().parse_args(["fidelity", "--pool", str(table), "--no-plot",
+                                "--out", str(tmp_path / "out")])  # fmt: skip
+    assert args.func(args) == 0
+    figures = json.loads((tmp_path / "out" / "fidelity.json").read_text())
+    direct = measure(load_ml_world_model("v4"), found).figures
+    assert figures["status"]["accuracy"] == pytest.approx(direct["status"]["accuracy"])
+    assert figures["status"]["accuracy"] > 0.8
+    with pytest.raises(SystemExit, match="no pool table"):
+        bad = parser().parse_args(["fidelity", "--pool", str(tmp_path / "x.jsonl")])
+        bad.func(bad)

@@ -21,6 +21,8 @@ DATA = {
     "wmrl_env/world_models/programs/pretrained/ml_program_task_v2.npz",
     "wmrl_env/world_models/programs/pretrained/ml_status_v2.npz",
     "wmrl_env/world_models/programs/pretrained/ml_status_v3.npz",
+    "wmrl_env/world_models/programs/pretrained/ml_open_v4.npz",
+    "wmrl_env/envs/ml_tasks/data/pool_pretrain_v1.jsonl",
 }
 
 

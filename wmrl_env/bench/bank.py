@@ -190,7 +190,9 @@ def predicts_per_task(world_model, num_tasks: int) -> bool:
     taught: the default ML world model (a fixed base plus a per-task residual posterior,
     holding at least ``num_tasks`` tasks), alone or dialled towards the truth."""
     from wmrl_env.bench.world_model import MixedWorldModel
+    from wmrl_env.world_models.programs.open_space import OpenSpaceWorldModel
     from wmrl_env.world_models.programs.program_task import ProgramTaskWorldModel
 
     inner = world_model.inner if isinstance(world_model, MixedWorldModel) else world_model
-    return isinstance(inner, ProgramTaskWorldModel) and inner.max_tasks >= num_tasks
+    per_task = (ProgramTaskWorldModel, OpenSpaceWorldModel)
+    return isinstance(inner, per_task) and inner.max_tasks >= num_tasks

@@ -21,7 +21,7 @@ import numpy as np
 
 from wmrl_env.bench.bank import TaskBank
 from wmrl_env.bench.pertask import run_arm
-from wmrl_env.bench.pertask_config import PerTaskConfig, parse_world_model
+from wmrl_env.bench.pertask_config import SUITE_WORLD_MODELS, PerTaskConfig, parse_world_model
 from wmrl_env.bench.pertask_report import bootstrap_mean, markdown, summarise_pertask
 from wmrl_env.bench.records import RunRecord
 
@@ -47,7 +47,7 @@ def world_model_factory(
 ) -> Callable[[int], Any]:
     """seed -> a fresh world model: "default", "random" or "mix:W" (see
     :class:`~wmrl_env.bench.world_model.MixedWorldModel`), built on the package default for
-    ML programs, or on ``version`` ("v2", "v3") when given."""
+    ML programs, or on ``version`` ("v2", "v3", "v4") when given."""
     from wmrl_env.bench.world_model import MixedWorldModel, RandomWorldModel
     from wmrl_env.world_models import load_default_ml_world_model, load_ml_world_model
 
@@ -109,17 +109,15 @@ def run_pertask_bench(
         say("reading the pool table: validation (reward) and private (deploy) scores")
         bank = pool_bank()
         bank = pool_bank(task_ids=sample_tasks(bank.task_ids, config.heldout_tasks))
-
-        def make(seed: int) -> None:  # the pool suite's arms need no world model
-            return None
     else:
         say("reading the held-out tasks and their table scores")
         bank = TaskBank.of(sample_tasks(split_tasks("heldout"), config.heldout_tasks))
-        make = world_model_factory(config.world_model, bank)
+    version = SUITE_WORLD_MODELS[config.suite]
+    make = world_model_factory(config.world_model, bank, version)
     log = _RunLog(folder / "runs.jsonl")
 
     def run(phase: str, arm: str, seed: int, rate: float, spec: str, label: str) -> RunRecord:
-        factory = make if spec == config.world_model else world_model_factory(spec, bank)
+        factory = make if spec == config.world_model else world_model_factory(spec, bank, version)
         key = (phase, label, seed, rate, spec)
         return log.get(key, lambda: run_arm(bank, config, arm, seed, rate, factory(seed), label))
 
@@ -165,8 +163,12 @@ def run_pertask_bench(
     if config.suite == "pool":
         from wmrl_env.bench.pool_suite import pool_lines
 
-        say("reference lines on private scores: the pool's best, validation and random search")
-        raw_lines = pool_lines(bank, config.budgets)
+        say(
+            "reference lines on private scores: the pool's best, validation, random and "
+            "world-model search"
+        )
+        search_seeds = min(3, config.seeds) if config.world_model == "random" else 1
+        raw_lines = pool_lines(bank, config.budgets, world_model=make, search_seeds=search_seeds)
     else:
         say("reference lines: search with and without the world model")
         from wmrl_env.bench.search import reference_lines
@@ -182,8 +184,7 @@ def run_pertask_bench(
     )
     quality = quality_curve(summary, quality_runs, runs, config, bank.num_tasks)
     text = markdown(summary, lines, config.budgets, rates, _scale(config))
-    if config.suite != "pool":  # no world model, no quality curve
-        text += "\n\n" + quality_markdown(quality, config.budgets[-1])
+    text += "\n\n" + quality_markdown(quality, config.budgets[-1])
     text += "\n\n" + sweep_markdown(sweep, rates)
     seconds = time.perf_counter() - start
     results = {

@@ -15,7 +15,7 @@ Example:
     >>> PerTaskConfig(world_model="mix:0.5").mix_weight
     0.5
     >>> PerTaskConfig.quick(suite="pool").arms
-    ('real', 'anchors')
+    ('real', 'anchors', 'wm', 'wmrl', 'ppi')
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from wmrl_env.bench.tabular import OPTIMIZERS
 ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random", "ucb", "balanced-ucb")
 SCREENINGS: tuple[str, ...] = ("pps", "top")
 SUITES: tuple[str, ...] = ("v1", "pool")
-WORLD_MODEL_FREE_ARMS: tuple[str, ...] = ("real", "anchors")
-"""the arms that run without a world model (the only ones the ``pool`` suite runs)"""
+SUITE_WORLD_MODELS = {"v1": None, "pool": "v4"}
+"""the ML world model each suite's arms use: the v1 suite the package default, the pool
+suite v4 (the one that reads any program of the open space, pretrained on generated tasks
+of other seeds than the held-out ones)"""
 
 
 @dataclass
@@ -75,8 +77,9 @@ class PerTaskConfig:
     heldout_tasks: int = 0
     """a fixed sample of this many held-out tasks (0: all of them)"""
     world_model: str = "default"
-    """"default" (the package's default ML world model), "random" (uniform scores), or
-    "mix:W" (``(1 - W)`` * the default model's prediction + ``W`` * the table's truth)"""
+    """"default" (the suite's ML world model, :data:`SUITE_WORLD_MODELS`), "random" (uniform
+    scores), or "mix:W" (``(1 - W)`` * the default model's prediction + ``W`` * the table's
+    truth: the reward, validation scores in the pool suite)"""
     optimizer: str = "sgd"
     """"sgd" or "adam" for the per-task policies"""
     policy: str = "tabular"
@@ -87,8 +90,7 @@ class PerTaskConfig:
     """"v1": the held-out tasks of the first suite, rewards and readings on the execution
     table's test scores; "pool": the second suite's generated tasks replayed from the pool
     table (each task's policy restricted to the pool's programs), rewards on validation
-    scores, every reading on private-test scores. The pool suite has no world model of its
-    open space: it runs the arms ``real`` and ``anchors`` only"""
+    scores, every reading on private-test scores; its world model is v4"""
     learning_rates: tuple[float, ...] = (0.3, 1.0, 3.0)
     """the sweep: each arm runs at the rate of this grid that scores best on the tuning seeds"""
     common_rate: bool = True
@@ -142,15 +144,6 @@ class PerTaskConfig:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.suite not in SUITES:
             raise ValueError(f"suite must be one of {SUITES}, got {self.suite!r}")
-        if self.suite == "pool":
-            needs_model = [a for a in self.arms if a not in WORLD_MODEL_FREE_ARMS]
-            if needs_model or self.quality_weights or self.world_model != "default":
-                raise ValueError(
-                    f"the pool suite runs the arms {WORLD_MODEL_FREE_ARMS} only: the arms "
-                    f"{needs_model or ['wm', 'wmrl', ...]}, --world-model and the quality "
-                    "curve need a world model that scores any program of the open space, "
-                    "which does not exist yet"
-                )
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         parse_world_model(self.world_model)  # raises on a bad spec
@@ -181,7 +174,7 @@ class PerTaskConfig:
         per task, the arms ``real``, ``anchors``, ``wm``, ``wmrl`` and ``ppi`` (minutes on 2
         cores)."""
         settings = dict(arms=("real", "anchors", "wm", "wmrl", "ppi"))
-        return cls(**{**settings, **_suite_defaults(overrides), **overrides})
+        return cls(**{**settings, **overrides})
 
     @classmethod
     def full(cls, **overrides) -> PerTaskConfig:
@@ -194,17 +187,10 @@ class PerTaskConfig:
             learning_rates=(0.3, 1.0, 3.0, 10.0),
             quality_weights=(0.5, 0.75, 0.9, 1.0),
         )
-        return cls(**{**settings, **_suite_defaults(overrides), **overrides})
+        return cls(**{**settings, **overrides})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def _suite_defaults(overrides: dict) -> dict:
-    """The pool suite's presets run the world-model-free arms and no quality curve."""
-    if overrides.get("suite") != "pool":
-        return {}
-    return dict(arms=WORLD_MODEL_FREE_ARMS, quality_weights=())
 
 
 def parse_world_model(spec: str) -> float | None:

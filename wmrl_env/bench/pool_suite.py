@@ -6,12 +6,15 @@ scores, every reading on private-test scores.
 the reward (``scores``), its private-test score the deploy reading (``private``), both
 normalised per task on their own rows (trivial baseline 0, the pool's best 1; a failed
 execution 0), and its recorded seconds what an execution is charged. The policies choose
-among the pool's programs only (the open space is larger; no world model scores it yet).
+among the pool's programs only (the open space is larger; the world model, v4, reads any
+program of it).
 
 :func:`pool_lines` gives the reference lines, all read on private scores: the pool's best
 program, the uniform policy, exhaustive validation search over the pool and random search
-(each deploying its best-by-validation program), and the best constant program (per task,
-the program with the best mean validation score over the *other* tasks).
+(each deploying its best-by-validation program), the best constant program (per task, the
+program with the best mean validation score over the *other* tasks) and, given a world
+model, its zero-shot pick and world-model-guided search (deploying its best-by-validation
+program).
 
 Example:
     >>> import numpy as np
@@ -29,13 +32,14 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from wmrl_env.bench.bank import TaskBank
-from wmrl_env.bench.search import random_search
+from wmrl_env.bench.bank import TaskBank, greedy_scores
+from wmrl_env.bench.search import random_search, world_model_search
 
 
 def default_pool_table() -> Path:
@@ -79,9 +83,16 @@ def pool_bank(
     )
 
 
-def pool_lines(bank: TaskBank, budgets: Sequence[int], seeds: int = 2000) -> dict[str, np.ndarray]:
+def pool_lines(
+    bank: TaskBank,
+    budgets: Sequence[int],
+    seeds: int = 2000,
+    world_model: Callable[[int], Any] | None = None,
+    search_seeds: int = 1,
+) -> dict[str, np.ndarray]:
     """Line name -> per-task private scores (see the module doc); random search is the mean
-    over ``seeds`` draws of ``B`` distinct programs per task."""
+    over ``seeds`` draws of ``B`` distinct programs per task; ``world_model`` (seed -> a
+    fresh world model) adds its zero-shot pick and its search (``search_seeds`` runs)."""
     if bank.private is None:
         raise ValueError("the pool's reference lines need the bank's private scores")
     valid, private = bank.scores, bank.private
@@ -101,4 +112,10 @@ def pool_lines(bank: TaskBank, budgets: Sequence[int], seeds: int = 2000) -> dic
     }
     for budget, values in random_search(valid, budgets, seeds=seeds, deploy=private).items():
         lines[f"random search@{budget}"] = values
+    if world_model is not None:
+        zero_shot = bank.predict_all(world_model(0)).scores.reshape(valid.shape)
+        lines["world model's zero-shot pick"] = greedy_scores(zero_shot, private)
+        found = world_model_search(bank, world_model, budgets, search_seeds, deploy=private)
+        for budget, values in found.items():
+            lines[f"world-model search@{budget}"] = values
     return lines

@@ -65,10 +65,13 @@ def world_model_search(
     budgets: Sequence[int],
     seeds: int,
     exploration: float = 1.0,
+    deploy: np.ndarray | None = None,
 ) -> dict[int, np.ndarray]:
     """Budget -> per task, the best executed program's score (mean over ``seeds`` world
     models) when every task executes its highest ``mean + exploration * std`` unexecuted
-    program, one at a time, the world model learning each real score (ties at random)."""
+    program, one at a time, the world model learning each real score (ties at random);
+    with ``deploy`` (e.g. private scores), the deploy score of the best executed program
+    by score (the first executed of equal scores)."""
     horizon = min(max(budgets), bank.num_programs)
     totals = {b: np.zeros(bank.num_tasks) for b in budgets}
     tasks = np.arange(bank.num_tasks)
@@ -77,6 +80,7 @@ def world_model_search(
         rng = np.random.default_rng([seed, 11])
         executed = np.zeros(bank.scores.shape, dtype=bool)
         best = np.full(bank.num_tasks, -np.inf)
+        deployed = np.full(bank.num_tasks, -np.inf)
         for step in range(1, horizon + 1):
             prediction = bank.predict_all(model)
             std = np.zeros(prediction.scores.shape) if prediction.std is None else prediction.std
@@ -86,11 +90,14 @@ def world_model_search(
             value = np.where(executed, -np.inf, value + 1e-9 * rng.uniform(size=value.shape))
             picks = value.argmax(axis=1)
             executed[tasks, picks] = True
-            best = np.maximum(best, bank.scores[tasks, picks])
+            reward = bank.scores[tasks, picks]
+            if deploy is not None:
+                deployed = np.where(reward > best, deploy[tasks, picks], deployed)
+            best = np.maximum(best, reward)
             bank.learn(model, tasks, picks)
             for b in budgets:
                 if min(b, bank.num_programs) == step:
-                    totals[b] += best
+                    totals[b] += best if deploy is None else deployed
     return {b: totals[b] / seeds for b in budgets}
 
 

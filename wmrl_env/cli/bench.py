@@ -108,8 +108,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="pertask: v1 (default): the first suite's held-out tasks, 72 programs, rewards "
         "and readings on the execution table's test scores; pool: the generated tasks of the "
         "pool table, rewards on validation scores, every reading on the private test, the "
-        "policies restricted to the pool's programs (arms real and anchors only: no world "
-        "model scores the open space yet)",
+        "policies restricted to the pool's programs, world model v4 (it reads any program of "
+        "the open space)",
     )
     parser.add_argument(
         "--policy",
@@ -358,7 +358,9 @@ def run_pertask(args: argparse.Namespace) -> int:
 
 
 def _world_model_text(config: PerTaskConfig) -> str:
-    return "none (the pool suite)" if config.suite == "pool" else config.world_model
+    if config.suite == "pool" and config.world_model == "default":
+        return "v4"
+    return config.world_model
 
 
 def _screening_text(config: PerTaskConfig) -> str:

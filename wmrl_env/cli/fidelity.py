@@ -3,6 +3,7 @@
 Examples:
     $ wmrl fidelity --out runs/fidelity                      # v3 on the suite's held-out tasks
     $ wmrl fidelity --log runs/log.sqlite --out runs/fid     # on your own executions
+    $ wmrl fidelity --pool --out runs/fid-pool               # v4 on the second suite's pool
     $ wmrl fidelity --world-model mypkg.models:make --log runs/log.sqlite --anchors 1
 """
 
@@ -35,12 +36,23 @@ def register(subparsers: Any) -> None:
         help="the ML suite's split(s) whose execution-table rows to use (default: heldout; "
         "used when --log is not given)",
     )
+    source.add_argument(
+        "--pool",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TABLE",
+        help="a pool table of the second suite (JSON lines; without a path: the committed "
+        "one, its held-out tasks), scored as the pool suite rewards: the validation score "
+        "normalised per task",
+    )
     parser.add_argument("--run-id", default=None, help="with --log: only this run's rows")
     parser.add_argument(
         "--world-model",
-        default="v3",
-        help="'v3' (the default ML world model), 'v2', or 'module:function' returning a "
-        "world model with predict_outcomes (default: v3)",
+        default=None,
+        help="'v3' (the default ML world model), 'v2', 'v4' (reads any program of the open "
+        "space), or 'module:function' returning a world model with predict_outcomes "
+        "(default: v4 with --pool, else v3)",
     )
     parser.add_argument("--group-size", type=int, default=8, help="GRPO group size (8)")
     parser.add_argument(
@@ -65,15 +77,15 @@ def register(subparsers: Any) -> None:
 
 
 def load_world_model(spec: str) -> Any:
-    """``v2`` / ``v3``, or ``module:function`` called with no argument."""
-    from wmrl_env.world_models.programs.ml_default import ARTIFACTS, load_ml_world_model
+    """``v2`` / ``v3`` / ``v4``, or ``module:function`` called with no argument."""
+    from wmrl_env.world_models.programs.ml_default import VERSIONS, load_ml_world_model
 
-    if spec in ARTIFACTS:
+    if spec in VERSIONS:
         return load_ml_world_model(spec)
     module, _, name = spec.partition(":")
     if not (module and name):
         raise SystemExit(
-            f"--world-model {spec!r}: expected one of {sorted(ARTIFACTS)} or 'module:function'"
+            f"--world-model {spec!r}: expected one of {list(VERSIONS)} or 'module:function'"
         )
     try:
         factory = getattr(importlib.import_module(module), name)
@@ -88,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         headline,
         log_cases,
         measure,
+        pool_cases,
         suite_cases,
         write_json,
         write_plot,
@@ -97,14 +110,19 @@ def run(args: argparse.Namespace) -> int:
     if args.group_size < 2 or args.anchors < 0:
         raise SystemExit("--group-size must be >= 2 and --anchors >= 0")
     try:
-        cases = log_cases(args.log, run_id=args.run_id) if args.log else suite_cases(args.split)
+        if args.log:
+            cases = log_cases(args.log, run_id=args.run_id)
+        elif args.pool is not None:
+            cases = pool_cases(args.pool or None)
+        else:
+            cases = suite_cases(args.split)
     except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
     curve, source = HEADLINE_CURVE, HEADLINE_SOURCE
     if args.quality_curve:
         curve, source = curve_from_results(args.quality_curve), args.quality_curve
     result = measure(
-        load_world_model(args.world_model),
+        load_world_model(args.world_model or ("v4" if args.pool is not None else "v3")),
         cases,
         group_size=args.group_size,
         anchor_groups=args.anchors,

@@ -14,7 +14,7 @@ Example:
     ['accuracy', 'confusion', 'crashes_with_a_known_class']
 """
 
-from wmrl_env.fidelity.cases import Cases, log_cases, suite_cases
+from wmrl_env.fidelity.cases import Cases, log_cases, pool_cases, suite_cases
 from wmrl_env.fidelity.measure import Fidelity, measure
 from wmrl_env.fidelity.quality import curve_from_results, predicted_saving
 from wmrl_env.fidelity.report import headline, write_json, write_plot
@@ -26,6 +26,7 @@ __all__ = [
     "headline",
     "log_cases",
     "measure",
+    "pool_cases",
     "predicted_saving",
     "suite_cases",
     "write_json",

@@ -1,4 +1,5 @@
-"""Held-out real executions to measure a world model against: the suite's table or a log.
+"""Held-out real executions to measure a world model against: the suite's table, the second
+suite's pool table, or a log.
 
 A :class:`Cases` holds one row per real execution: the task, the context the world model
 reads, the program, the contract status (:func:`~wmrl_env.world_models.outcomes.observed_status`:
@@ -18,13 +19,14 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.world_models.outcomes import observed_status
 
-__all__ = ["Cases", "log_cases", "suite_cases", "suite_context"]
+__all__ = ["Cases", "log_cases", "pool_cases", "suite_cases", "suite_context"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,34 @@ def suite_cases(split: str = "heldout", tasks: Sequence[str] | None = None) -> C
                      row["score"] if status == "ok" else math.nan))  # fmt: skip
     label = f"execution table {table.metadata.get('name', '')}, {len(set(tasks))} tasks"
     return _build(rows, label.replace("  ", " "), {})
+
+
+def pool_cases(
+    path: str | os.PathLike[str] | None = None, tasks: Sequence[str] | None = None
+) -> Cases:
+    """Every row of a pool table (:mod:`~wmrl_env.envs.ml_tasks.pool`; default: the second
+    suite's committed one, its held-out tasks) on ``tasks`` (default: all of the table's),
+    scored as the pool suite rewards them: the validation score normalised per task
+    (trivial baseline 0, the table's best program on the task 1)."""
+    from wmrl_env.bench.pool_suite import default_pool_table
+    from wmrl_env.world_models.programs.open_space_data import pool_training_rows
+
+    path = default_pool_table() if path is None else path
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no pool table at {path}")
+    found = pool_training_rows(path, tasks, exclude=())  # measured against, never fitted
+    rows = []
+    for task, context, program, label, score in zip(
+        found.task_ids,
+        found.descriptions,
+        found.programs,
+        found.labels,
+        found.score,
+        strict=True,
+    ):
+        status, _, error = label.partition(":")
+        rows.append((task, context, program, status, error, score))
+    return _build(rows, f"pool table {Path(path).name}, {len(set(found.task_ids))} tasks", {})
 
 
 def log_cases(

@@ -24,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["as_text", "check_batch", "check_real_scores", "group_indices", "text_key"]
+__all__ = [
+    "as_text",
+    "check_batch",
+    "check_real_scores",
+    "forget_task",
+    "group_indices",
+    "text_key",
+]
 
 
 def as_text(item: Any) -> str:
@@ -101,3 +108,13 @@ def check_real_scores(
                 f"e.g. {scores[outside][:3].tolist()}"
             )
     return real, keep
+
+
+def forget_task(context: Any | None, *stores: dict) -> None:
+    """Drop one task's entries (keyed by its context's :func:`text_key`) from each of an
+    online world model's per-task ``stores``; every entry when ``context`` is None."""
+    for store in stores:
+        if context is None:
+            store.clear()
+        else:
+            store.pop(text_key(as_text(context)), None)

@@ -35,8 +35,10 @@ from wmrl_env.world_models.programs.status_model import StatusModel, status_labe
 __all__ = [
     "ARTIFACTS",
     "DEFAULT_ARTIFACT",
+    "OPEN_SPACE_ARTIFACTS",
     "PRETRAINING_SPLITS",
     "STATUS_ARTIFACTS",
+    "VERSIONS",
     "load_default_ml_world_model",
     "load_ml_world_model",
     "ml_pre_gate",
@@ -58,7 +60,14 @@ DEFAULT_ARTIFACT = ARTIFACTS["v3"]
 STATUS_ARTIFACTS = {version: _PRETRAINED / f"ml_status_{version}.npz" for version in ARTIFACTS}
 """The committed status models (how a run ends), one per version, each learned from the
 execution table's statuses on that version's pretraining splits."""
+OPEN_SPACE_ARTIFACTS = {"v4": _PRETRAINED / "ml_open_v4.npz"}
+"""World model v4 (:class:`~wmrl_env.world_models.programs.open_space.OpenSpaceWorldModel`):
+reads any program of the second suite's open space, pretrained on the generated tasks'
+pretraining table (seeds 1 and 2; never the held-out ``_s0`` tasks), status model inside."""
+VERSIONS: tuple[str, ...] = (*ARTIFACTS, *OPEN_SPACE_ARTIFACTS)
+"""Every ML world model loadable by name."""
 _BUILD = {
+    "v4": "python -m wmrl_env.world_models.programs.open_space_build --out {path}",
     "v2": "wmrl train-world-model --backend program --table-split wm --out {path}",
     "v3": "wmrl train-world-model --backend profile --table-split wm,train --out {path}",
 }
@@ -68,20 +77,25 @@ reward a policy on tasks whose real scores it was fitted on (``wmrl bench`` trai
 ``train`` tasks, so it uses v2)."""
 
 
-def load_ml_world_model(
-    version: str = "v3", path: str | Path | None = None
-) -> ProgramTaskWorldModel | ProgramProfileWorldModel:
-    """The pretrained ML world model ``version`` (``"v2"`` or ``"v3"``; a fresh instance:
-    no anchors yet), from ``path`` or the committed artifact."""
+def load_ml_world_model(version: str = "v3", path: str | Path | None = None) -> Any:
+    """The pretrained ML world model ``version`` (``"v2"``, ``"v3"`` or ``"v4"``; a fresh
+    instance: no anchors yet), from ``path`` or the committed artifact."""
     from wmrl_env.envs.ml_tasks.features import context_features
 
-    if version not in ARTIFACTS:
-        raise ValueError(f"version must be one of {sorted(ARTIFACTS)}, got {version!r}")
-    path = Path(path) if path is not None else ARTIFACTS[version]
+    if version not in VERSIONS:
+        raise ValueError(f"version must be one of {list(VERSIONS)}, got {version!r}")
+    artifacts = {**ARTIFACTS, **OPEN_SPACE_ARTIFACTS}
+    path = Path(path) if path is not None else artifacts[version]
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} is missing: build it with '{_BUILD[version].format(path=path)}'"
         )
+    if version in OPEN_SPACE_ARTIFACTS:
+        from wmrl_env.world_models.programs.open_space import OpenSpaceWorldModel
+
+        model = OpenSpaceWorldModel.load(path)
+        model.pre_gate = ml_pre_gate()
+        return model
     cls = ProgramProfileWorldModel if version == "v3" else ProgramTaskWorldModel
     model = cls.load(path, context_features)
     status = STATUS_ARTIFACTS[version]

@@ -76,6 +76,7 @@ from wmrl_env.world_models.text import (
     as_text,
     check_batch,
     check_real_scores,
+    forget_task,
     group_indices,
     text_key,
 )
@@ -598,13 +599,7 @@ class ProgramProfileWorldModel:
 
     def reset_task(self, context: Any | None = None) -> None:
         """Forget the anchors of one task (or of every task when ``context`` is None)."""
-        if context is None:
-            self._anchors.clear()
-            self._posteriors.clear()
-            return
-        key = text_key(as_text(context))
-        self._anchors.pop(key, None)
-        self._posteriors.pop(key, None)
+        forget_task(context, self._anchors, self._posteriors)
 
     def state_dict(self) -> dict[str, Any]:
         """The online state (per task, in LRU order: its distinct programs' keys, grid

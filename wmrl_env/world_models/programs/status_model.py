@@ -148,14 +148,19 @@ class StatusModel:
     def save(self, path: str | Path) -> Path:
         """Save the fitted model to ``path`` (a ``.npz`` state file, whatever the suffix: no
         pickle), with the program feature names it reads."""
+        return write_state(self.to_state(), path)
+
+    def to_state(self, feature_names: Sequence[str] = PROGRAM_FEATURE_NAMES) -> dict:
+        """The fitted model as plain values (what :meth:`save` writes), naming the feature
+        columns its rows hold."""
         if not self.fitted:
             raise RuntimeError("StatusModel is not fitted: call fit() before save()")
         import sklearn
 
-        state = {
+        return {
             "version": FORMAT_VERSION,
             "sklearn": sklearn.__version__,  # for the record: any scikit-learn loads it
-            "program_feature_names": PROGRAM_FEATURE_NAMES,
+            "program_feature_names": tuple(feature_names),
             "min_count": self.min_count,
             "smoothing": self.smoothing,
             "seed": self.seed,
@@ -164,7 +169,6 @@ class StatusModel:
             "status_prior": self._status_prior,
             "classifier": self._classifier,
         }
-        return write_state(state, path)
 
     @classmethod
     def load(cls, path: str | Path) -> StatusModel:
@@ -173,14 +177,25 @@ class StatusModel:
         rebuild = "rebuild it (pretrain_ml_status_model(version).save(path))"
         if not Path(path).is_file() or not is_state_file(path):
             raise ValueError(f"{path}: not a saved status model (a .npz state file): {rebuild}")
-        state = read_state(path)
+        return cls.from_state(read_state(path), PROGRAM_FEATURE_NAMES, f"{path}", rebuild)
+
+    @classmethod
+    def from_state(
+        cls,
+        state: dict,
+        feature_names: Sequence[str] = PROGRAM_FEATURE_NAMES,
+        where: str = "status model",
+        rebuild: str = "rebuild it",
+    ) -> StatusModel:
+        """The model of :meth:`to_state`'s values; refused with a clear error when they are
+        not a status model of this format or name other feature columns."""
         if state.get("version") != FORMAT_VERSION or "classifier" not in state:
             raise ValueError(
-                f"{path}: status model format {state.get('version')}, this code reads "
+                f"{where}: status model format {state.get('version')}, this code reads "
                 f"{FORMAT_VERSION}: {rebuild}"
             )
-        if tuple(state["program_feature_names"]) != PROGRAM_FEATURE_NAMES:
-            raise ValueError(f"{path} was trained on other program features: {rebuild}")
+        if tuple(state["program_feature_names"]) != tuple(feature_names):
+            raise ValueError(f"{where} was trained on other program features: {rebuild}")
         model = cls(min_count=state["min_count"], smoothing=state["smoothing"], seed=state["seed"])
         labels, classifier = tuple(state["labels"]), state["classifier"]
         prior = np.asarray(state["prior"], dtype=np.float64)
@@ -193,7 +208,7 @@ class StatusModel:
             or not isinstance(classifier, (TreeClassifier, type(None)))
             or (classifier is not None and set(classifier.classes) != set(labels))
         ):
-            raise ValueError(f"{path}: inconsistent status model (labels {labels}): {rebuild}")
+            raise ValueError(f"{where}: inconsistent status model (labels {labels}): {rebuild}")
         model.labels, model.prior, model._status_prior = labels, prior, status_prior
         model._classifier = classifier
         return model

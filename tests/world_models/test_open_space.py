@@ -1,0 +1,178 @@
+"""World model v4 (the open space): reading programs from their text, the prediction
+contract, learning a task from anchors, the .npz artifact, and pretraining that never reads
+a held-out task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wmrl_env.envs.ml_tasks.grammar import FAMILIES, GrammarProgram, sample_programs
+from wmrl_env.envs.ml_tasks.headroom import headroom_task
+from wmrl_env.testing import WorldModelContract
+from wmrl_env.world_models.artifact_file import read_state, write_state
+from wmrl_env.world_models.programs.grammar_features import (
+    PROGRAM_COLUMNS,
+    parse_program,
+    program_vector,
+)
+from wmrl_env.world_models.programs.ml_default import OPEN_SPACE_ARTIFACTS, load_ml_world_model
+from wmrl_env.world_models.programs.open_space import OpenSpaceWorldModel
+from wmrl_env.world_models.programs.open_space_data import (
+    default_pretraining_table,
+    pool_training_rows,
+)
+
+TASK = headroom_task("hr_outliers_s5")  # a generated task of no table
+
+
+def _column(row: np.ndarray, name: str) -> float:
+    return float(row[PROGRAM_COLUMNS.index(name)])
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "regression"])
+def test_every_slot_is_read_back_from_the_rendered_text(kind) -> None:
+    """Parsing a rendered program gives back its grammar point, on 400 sampled programs of
+    each kind, and different programs never share a feature row."""
+    programs = sample_programs(400, seed=11)
+    rows = set()
+    for program in programs:
+        parsed = parse_program(program.render(kind))
+        features = {"spline5": "spline", "spline9": "spline", "select50": "select"}
+        assert (parsed.imputer, parsed.transform, parsed.model) == (
+            program.imputer, program.transform, program.model
+        )  # fmt: skip
+        assert parsed.features == features.get(program.features, program.features)
+        rows.add(program_vector(parsed).tobytes())
+    assert len(rows) == len(programs)
+
+
+def test_hyperparameters_are_read_as_numbers_on_and_off_the_grid() -> None:
+    text = GrammarProgram.from_id("none/none/none/boosting:200,0.05,None,1.0").render("binary")
+    row = program_vector(parse_program(text))
+    assert _column(row, "boosting.log_iterations") == pytest.approx(np.log10(200))
+    assert _column(row, "boosting.log_learning_rate") == pytest.approx(np.log10(0.05))
+    assert _column(row, "boosting.log_leaf_nodes") == pytest.approx(np.log10(31))  # default
+    assert _column(row, "boosting.l2") == 1.0
+    off_grid = program_vector(parse_program(text.replace("max_iter=200", "max_iter=250")))
+    assert _column(off_grid, "boosting.log_iterations") == pytest.approx(np.log10(250))
+    ridge = program_vector(parse_program(
+        GrammarProgram.from_id("none/none/none/linear:0.01").render("regression")))  # fmt: skip
+    logistic = program_vector(parse_program(
+        GrammarProgram.from_id("none/none/none/linear:0.01").render("binary")))  # fmt: skip
+    assert _column(ridge, "linear.log_strength") == pytest.approx(-2.0)  # alpha = 100
+    assert _column(logistic, "linear.log_strength") == pytest.approx(-2.0)  # C = 0.01
+    assert parse_program("import numpy as np\nprint(1)\n") is None
+    assert set(FAMILIES) == {c.split("=")[1] for c in PROGRAM_COLUMNS if c.startswith("model=")}
+
+
+class TestOpenSpaceContract(WorldModelContract):
+    score_range = (0.0, 1.0)
+
+    def make_world_model(self):
+        return load_ml_world_model("v4")
+
+    def make_inputs(self, n: int):
+        programs = sample_programs(n, seed=3)
+        texts = [p.render(TASK.kind) for p in programs]
+        return [TASK.description] * n, texts, np.linspace(0.1, 0.9, n)
+
+
+def test_anchors_move_related_programs_and_narrow_the_std() -> None:
+    """Teaching a task that every k-NN program scores 1 and every linear one 0 raises the
+    unanchored k-NN programs above the unanchored linear ones and narrows their std."""
+    model = load_ml_world_model("v4")
+    knn = [GrammarProgram("median", "standard", "none", "knn", (k, None, None)) for k in
+           (3, 5, 7, 10, 15, 20, 30, 50)]  # fmt: skip
+    linear = [GrammarProgram("median", "standard", "none", "linear", (c,)) for c in
+              (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)]  # fmt: skip
+    texts = [p.render(TASK.kind) for p in knn + linear]
+    contexts = [TASK.description] * len(texts)
+    taught = [0, 2, 4, 6, 8, 10]  # four k-NN, two linear programs
+    rest = [i for i in range(len(texts)) if i not in taught]
+    before = model.predict([contexts[i] for i in rest], [texts[i] for i in rest])
+    model.update([contexts[i] for i in taught], [texts[i] for i in taught],
+                 np.array([1.0 if i < len(knn) else 0.0 for i in taught]))  # fmt: skip
+    after = model.predict([contexts[i] for i in rest], [texts[i] for i in rest])
+    is_knn = np.array([i < len(knn) for i in rest])
+    assert after.scores[is_knn].min() > after.scores[~is_knn].max()
+    assert (after.std < before.std).all()
+    assert model.n_anchors(TASK.description) == len(taught)
+    model.reset_task(TASK.description)
+    again = model.predict([contexts[i] for i in rest], [texts[i] for i in rest])
+    np.testing.assert_array_equal(again.scores, before.scores)
+
+
+def test_out_of_range_anchor_changes_nothing() -> None:
+    model = load_ml_world_model("v4")
+    texts = [p.render(TASK.kind) for p in sample_programs(2, seed=4)]
+    with pytest.raises(ValueError):
+        model.update([TASK.description] * 2, texts, np.array([0.5, 7.0]))
+    assert model.n_anchors(TASK.description) == 0
+
+
+def test_artifact_round_trip_and_refusals(tmp_path) -> None:
+    """The committed artifact is a .npz with no pickle; saved again it loads to the same
+    predictions; a file of another format or other columns is refused clearly."""
+    path = OPEN_SPACE_ARTIFACTS["v4"]
+    with np.load(path, allow_pickle=False) as stored:
+        assert "header" in stored.files
+    model = load_ml_world_model("v4")
+    copy = model.save(tmp_path / "v4.npz")
+    loaded = load_ml_world_model("v4", copy)
+    texts = [p.render(TASK.kind) for p in sample_programs(30, seed=5)]
+    contexts = [TASK.description] * len(texts)
+    a, b = model.predict_outcomes(contexts, texts), loaded.predict_outcomes(contexts, texts)
+    np.testing.assert_array_equal(a.status_probs, b.status_probs)
+    np.testing.assert_array_equal(a.expected_reward, b.expected_reward)
+    np.testing.assert_array_equal(a.std, b.std)
+    state = read_state(copy)
+    state["columns"] = ("other",)
+    write_state(state, tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="other feature columns"):
+        OpenSpaceWorldModel.load(tmp_path / "other.npz")
+    write_state({"format": "something else"}, tmp_path / "else.npz")
+    with pytest.raises(ValueError, match="not an open-space world model"):
+        OpenSpaceWorldModel.load(tmp_path / "else.npz")
+    with pytest.raises(ValueError, match="version must be one of"):
+        load_ml_world_model("v9")
+
+
+def test_pretraining_never_reads_a_held_out_task() -> None:
+    """The committed model was fitted on pretraining tasks only, and reading a held-out
+    task for training is refused."""
+    from wmrl_env.envs.ml_tasks.pool import POOL_TASKS
+
+    model = load_ml_world_model("v4")
+    assert model.pretraining_tasks and not set(model.pretraining_tasks) & set(POOL_TASKS)
+    assert all(not t.endswith("_s0") for t in model.pretraining_tasks)
+    with pytest.raises(ValueError, match="held out"):
+        pool_training_rows(default_pretraining_table(), tasks=["hr_missing_s0"])
+    rows = pool_training_rows(default_pretraining_table(), tasks=["hr_missing_s1"])
+    assert set(rows.task_ids) == {"hr_missing_s1"}
+    failed = np.array([label != "ok" for label in rows.labels])
+    assert np.isnan(rows.score[failed]).all() and (rows.reward[failed] == 0).all()
+
+
+def test_status_model_knows_missing_values_break_models_without_an_imputer() -> None:
+    """On a task with missing values, a linear model without an imputer crashes (sklearn
+    refuses NaN) and the same model after a median imputer runs: the status model says so."""
+    task = headroom_task("hr_missing_s5")
+    bare = GrammarProgram("none", "none", "none", "linear", (1.0,)).render(task.kind)
+    imputed = GrammarProgram("median", "none", "none", "linear", (1.0,)).render(task.kind)
+    outcome = load_ml_world_model("v4").predict_outcomes([task.description] * 2, [bare, imputed])
+    assert outcome.p_fail[0] > 0.5 > outcome.p_fail[1]
+    assert outcome.status().tolist() == ["crashed", "ok"]
+
+
+def test_only_the_grammars_own_text_skips_the_compile_check() -> None:
+    """A program the grammar renders is valid by construction; the same text with a comment
+    is read the same (compiled once), and with a syntax error it does not parse, although
+    its estimator calls are all there."""
+    model = load_ml_world_model("v4")
+    text = sample_programs(1, seed=8)[0].render(TASK.kind)
+    variants = [text, text + "# a note\n", text + "x = (\n"]
+    outcome = model.predict_outcomes([TASK.description] * 3, variants)
+    assert outcome.known.tolist() == [False, False, True]
+    assert outcome.status()[2] == "does_not_parse"
+    assert outcome.expected_reward[0] == outcome.expected_reward[1]

@@ -1,0 +1,376 @@
+"""World model v4: reads any program of the ML suite's open space, pretrained on generated
+tasks, learns each task from its anchors.
+
+Three parts, each fitted on a pretraining pool table (never on a held-out task):
+
+1. **What the program is** (:mod:`~.grammar_features`): the grammar's slots and every
+   hyperparameter as a number, read from the program's estimator calls, beside the task's
+   meta-features (:mod:`~.open_space_tasks`) and the width the feature step makes.
+2. **A pretrained prior**: a status model (how a run ends: ``ok``, a crash and its class,
+   a timeout; :class:`~wmrl_env.world_models.programs.status_model.StatusModel`) and a prediction of
+   the reward (validation score normalised per task, a failed run 0). The reward is one of
+   the designs of :data:`DESIGNS`, chosen by cross-validation over pretraining tasks.
+3. **A per-task posterior** (:mod:`~.residual_regression`): Bayesian linear regression of
+   the prior's residual on the program features; its block variances come from the
+   pretraining tasks' out-of-task residuals, and its std is scaled so that ±1σ covers 68 % of
+   held-out anchors' rewards in that cross-validation.
+
+``predict`` returns the expected reward and its std; ``predict_outcomes`` the package's
+prediction contract (status probabilities, the score given ``ok``, the expected reward under
+a failure score, the pre-gate's certain answers). Saved as one ``.npz`` state file (no
+pickle).
+
+Example:
+    >>> from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+    >>> from wmrl_env.envs.ml_tasks.headroom import headroom_task
+    >>> from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
+    >>> model = load_ml_world_model("v4")
+    >>> task = headroom_task("hr_periodic_s3")
+    >>> text = GrammarProgram.from_id("median/standard/spline9/linear:1.0").render(task.kind)
+    >>> p = model.predict_outcomes([task.description] * 2, [text, "def f(:"])
+    >>> p.status().tolist(), bool(0 <= p.expected_reward[0] <= 1)
+    (['ok', 'does_not_parse'], True)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_env.world_models.artifact_file import is_state_file, read_state, write_state
+from wmrl_env.world_models.base import Prediction
+from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
+from wmrl_env.world_models.programs.grammar_features import (
+    PROGRAM_COLUMNS,
+    grammar_point,
+    parse_program,
+    program_vector,
+)
+from wmrl_env.world_models.programs.open_space_tasks import TASK_COLUMNS, task_vector
+from wmrl_env.world_models.programs.pretraining import one_thread
+from wmrl_env.world_models.programs.residual_regression import BlockPrior, ResidualPosterior
+from wmrl_env.world_models.programs.status_model import StatusModel
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
+from wmrl_env.world_models.text import (
+    as_text,
+    check_batch,
+    check_real_scores,
+    forget_task,
+    text_key,
+)
+
+__all__ = ["COLUMNS", "DESIGNS", "FORMAT_VERSION", "OpenSpaceWorldModel", "program_blocks"]
+
+FORMAT_VERSION = 1
+DESIGNS: tuple[str, ...] = ("ridge", "boost_reward", "boost_factored")
+"""How the prior predicts the reward: ``ridge`` (a ridge regression on the program's
+features, the same for every task), ``boost_reward`` (gradient boosting on program x task
+features, a failure scored 0), ``boost_factored`` (the status model's ``p_ok`` times a
+boosted score given ``ok``)."""
+COLUMNS: tuple[str, ...] = (*PROGRAM_COLUMNS, *TASK_COLUMNS, "log_model_columns")
+"""The feature row: program columns, task columns, log10 of the columns the model fits on."""
+MIN_OK_SHARE = 0.05
+_CACHE_SIZE = 200_000
+
+
+def program_blocks() -> np.ndarray:
+    """Block of each posterior column: 0 the bias, 1 pipeline slots, 2 model family, 3 the
+    family's hyperparameters."""
+    blocks = [0]
+    for name in PROGRAM_COLUMNS:
+        if name.startswith(("imputer=", "transform=", "features")):
+            blocks.append(1)
+        elif name.startswith("model="):
+            blocks.append(2)
+        else:
+            blocks.append(3)
+    return np.array(blocks)
+
+
+def model_columns(program: np.ndarray, task: np.ndarray) -> float:
+    """log10 of the columns the model is fitted on (the feature step's width)."""
+    col = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
+    t = {name: i for i, name in enumerate(TASK_COLUMNS)}
+    columns = 10 ** task[t["log_columns"]] if np.isfinite(task[t["log_columns"]]) else 10.0
+    missing = task[t["columns_with_missing_share"]]
+    if program[col["imputer=indicator"]] and np.isfinite(missing):
+        columns *= 1 + missing
+    if program[col["features=poly2"]]:
+        columns += columns * (columns + 1) / 2
+    elif program[col["features=spline"]]:
+        columns *= 10 ** program[col["features.log_spline_knots"]] + 2
+    elif program[col["features=select"]]:
+        columns *= program[col["features.kept_share"]]
+    return float(np.log10(max(columns, 1.0)))
+
+
+def feature_row(parsed_vector: np.ndarray, task: np.ndarray) -> np.ndarray:
+    return np.concatenate([parsed_vector, task, [model_columns(parsed_vector, task)]])
+
+
+class OpenSpaceWorldModel:
+    """World model v4 (see the module doc). Build it with
+    :func:`~wmrl_env.world_models.programs.open_space_fit.fit_open_space`, or :meth:`load`."""
+
+    def __init__(
+        self,
+        *,
+        design: str,
+        status_model: StatusModel,
+        reward: Any,
+        z_mean: np.ndarray,
+        z_scale: np.ndarray,
+        residual_prior: BlockPrior,
+        std_scale: float = 1.0,
+        score_range: tuple[float, float] = (0.0, 1.0),
+        pretraining_tasks: Sequence[str] = (),
+        max_tasks: int = 1000,
+    ) -> None:
+        if design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+        self.design = design
+        self.status_model = status_model
+        self.reward = reward
+        """``ridge``: ``(intercept, coefficients on z)``; ``boost_reward``: a
+        :class:`TreeEnsemble` of the reward; ``boost_factored``: one of the score given ok"""
+        self.z_mean = np.asarray(z_mean, dtype=np.float64)
+        self.z_scale = np.asarray(z_scale, dtype=np.float64)
+        self.residual_prior = residual_prior
+        self.std_scale = float(std_scale)
+        self.score_range = (float(score_range[0]), float(score_range[1]))
+        self.pretraining_tasks = tuple(pretraining_tasks)
+        self.max_tasks = int(max_tasks)
+        self.pre_gate = None
+        self._rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
+        self._anchors: OrderedDict[str, OrderedDict[str, tuple[np.ndarray, float]]] = OrderedDict()
+        self._posteriors: dict[str, ResidualPosterior] = {}
+
+    fitted = True
+
+    # ------------------------------------------------------------------ features
+    def z_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Posterior design rows: 1, then the standardised program columns."""
+        program = rows[:, : len(PROGRAM_COLUMNS)]
+        return np.column_stack([np.ones(len(rows)), (program - self.z_mean) / self.z_scale])
+
+    def rows(
+        self, contexts: Sequence[Any], programs: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+        """``(feature rows, parsed mask, (task key, program key) per item)``; each program is
+        parsed once per task (cached); rows of unparsed items are NaN."""
+        keys = [
+            (text_key(as_text(c)), text_key(p)) for c, p in zip(contexts, programs, strict=True)
+        ]
+        out = np.full((len(programs), len(COLUMNS)), np.nan)
+        parsed = np.zeros(len(programs), dtype=bool)
+        for i, key in enumerate(keys):
+            if key in self._rows:
+                found = self._rows[key]
+            else:
+                found = self._featurize(contexts[i], programs[i])
+                self._rows[key] = found
+                if len(self._rows) > _CACHE_SIZE:
+                    self._rows.popitem(last=False)
+            if found is not None:
+                out[i], parsed[i] = found, True
+        return out, parsed, keys
+
+    def _featurize(self, context: Any, program: str) -> np.ndarray | None:
+        parsed = parse_program(program)
+        if parsed is None:
+            return None
+        task = task_vector(as_text(context))
+        if not (_rendered(parsed, program, task) or _compiles(program)):
+            return None
+        return feature_row(program_vector(parsed), task)
+
+    # ------------------------------------------------------------------ prior
+    def prior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(expected reward, status probabilities (N, 5), error-class probabilities)`` of
+        parsed rows, before any anchor."""
+        with one_thread():
+            status, _, errors = self.status_model.predict(rows)
+            p_ok = status[:, 0]
+            if self.design == "ridge":
+                intercept, coefficients = self.reward
+                expected = intercept + self.z_rows(rows)[:, 1:] @ coefficients
+            elif self.design == "boost_reward":
+                expected = self.reward.predict(rows)
+            else:
+                expected = p_ok * np.clip(self.reward.predict(rows), *self.score_range)
+        return np.clip(expected, *self.score_range), status, errors
+
+    # ------------------------------------------------------------------ predicting
+    def predict(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> Prediction:
+        """Expected reward (a failed run 0), its calibrated std and validity per pair."""
+        mean, std, ok, _, _ = self._predict(contexts, artifacts)
+        reasons = ["" if good else "unparseable" for good in ok]
+        return Prediction(scores=mean, std=std, valid=ok, reasons=reasons)
+
+    def _predict(self, contexts: Sequence[Any], artifacts: Sequence[Any]) -> tuple:
+        _, programs = check_batch(contexts, artifacts)
+        rows, ok, keys = self.rows(list(contexts), programs)
+        n = len(programs)
+        mean, std = np.full(n, self.score_range[0]), np.full(n, np.nan)
+        status = np.zeros((n, len(STATUSES)))
+        status[:, 0] = 1.0
+        errors = None
+        if ok.any():
+            expected, status_ok, errors_ok = self.prior(rows[ok])
+            z = self.z_rows(rows[ok])
+            residual = np.zeros(len(z))
+            variance = self.residual_prior.variance(z)
+            tasks = np.array([keys[i][0] for i in np.flatnonzero(ok)])
+            for task in np.unique(tasks):
+                if task in self._anchors:
+                    members = tasks == task
+                    residual[members], variance[members] = self._posterior(task).predict(z[members])
+            mean[ok] = np.clip(expected + residual, *self.score_range)
+            std[ok] = np.sqrt(variance) * self.std_scale
+            status[ok] = status_ok
+            errors = np.full((n, errors_ok.shape[1]), 1.0 / errors_ok.shape[1])
+            errors[ok] = errors_ok
+        return mean, std, ok, status, errors
+
+    def predict_outcomes(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], failure_score: float | None = None
+    ) -> OutcomePrediction:
+        """The prediction contract: status probabilities (the status model), the score given
+        ``ok`` (the expected reward with failures, scored 0 in pretraining, taken out), its
+        std, the expected reward under ``failure_score`` (default: the score range's low
+        end) and the pre-gate's certain answers."""
+        mean, std, ok, status, errors = self._predict(contexts, artifacts)
+        programs = [as_text(a) for a in artifacts]
+        failure = self.score_range[0] if failure_score is None else float(failure_score)
+        p_ok = np.maximum(status[:, 0], MIN_OK_SHARE)
+        score = np.where(ok, np.clip(mean / p_ok, *self.score_range), np.nan)
+        std = np.where(ok, std / p_ok, np.nan)
+        gate = self.pre_gate
+        if gate is None:
+            from wmrl_env.world_models.programs.ml_default import ml_pre_gate
+
+            gate = self.pre_gate = ml_pre_gate()
+        answer = gate.answer(programs, parses=[bool(o) or _compiles(p) for o, p in
+                                              zip(ok, programs, strict=True)])  # fmt: skip
+        classes = self.status_model.error_classes
+        return combine_with_gate(answer, status, score, std, failure, classes, errors)
+
+    # ------------------------------------------------------------------ online
+    def update(
+        self, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
+    ) -> None:
+        """Learn from anchors (rewards on the model's scale, a failure scored at the range's
+        low end): each task's distinct programs keep their latest residual; the task's
+        posterior is refitted. NaN scores and unparsed programs are skipped; out-of-range
+        scores raise before anything changes."""
+        _, programs = check_batch(contexts, artifacts)
+        real, keep = check_real_scores(real_scores, len(programs), self.score_range)
+        rows, ok, keys = self.rows(list(contexts), programs)
+        use = np.flatnonzero(ok & keep)
+        if not use.size:
+            return
+        expected, _, _ = self.prior(rows[use])
+        z = self.z_rows(rows[use])
+        for j, i in enumerate(use):
+            task, program = keys[i]
+            entries = self._anchors.pop(task, OrderedDict())
+            entries.pop(program, None)
+            entries[program] = (z[j], float(real[i] - expected[j]))
+            self._anchors[task] = entries
+            self._posteriors.pop(task, None)
+        while len(self._anchors) > self.max_tasks:
+            evicted, _ = self._anchors.popitem(last=False)
+            self._posteriors.pop(evicted, None)
+
+    def _posterior(self, task: str) -> ResidualPosterior:
+        if task not in self._posteriors:
+            entries = list(self._anchors[task].values())
+            z = np.stack([e[0] for e in entries])
+            r = np.array([e[1] for e in entries])
+            self._posteriors[task] = ResidualPosterior.fit(self.residual_prior, z, r)
+        return self._posteriors[task]
+
+    def n_anchors(self, context: Any) -> int:
+        """Distinct programs the task of ``context`` has been taught."""
+        return len(self._anchors.get(text_key(as_text(context)), {}))
+
+    def reset_task(self, context: Any | None = None) -> None:
+        """Forget one task's anchors (every task's when ``context`` is None)."""
+        forget_task(context, self._anchors, self._posteriors)
+
+    # ------------------------------------------------------------------ persistence
+    def to_state(self) -> dict[str, Any]:
+        reward = self.reward
+        if self.design == "ridge":
+            reward = {"intercept": float(reward[0]), "coefficients": np.asarray(reward[1])}
+        return {
+            "format": "wmrl-open-space",
+            "version": FORMAT_VERSION,
+            "columns": COLUMNS,
+            "design": self.design,
+            "status": self.status_model.to_state(COLUMNS),
+            "reward": reward,
+            "z_mean": self.z_mean,
+            "z_scale": self.z_scale,
+            "block_variances": np.asarray(self.residual_prior.variances),
+            "blocks": np.asarray(self.residual_prior.blocks),
+            "noise": float(self.residual_prior.noise),
+            "std_scale": self.std_scale,
+            "score_range": self.score_range,
+            "pretraining_tasks": self.pretraining_tasks,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the pretrained model (no anchors) to a ``.npz`` state file."""
+        return write_state(self.to_state(), path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> OpenSpaceWorldModel:
+        """Read :meth:`save`'s file; a clear error when it is not a v4 model of this format."""
+        if not Path(path).is_file() or not is_state_file(path):
+            raise ValueError(f"{path}: not a saved open-space world model (a .npz state file)")
+        state = read_state(path)
+        if state.get("format") != "wmrl-open-space" or state.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: not an open-space world model of format {FORMAT_VERSION} "
+                f"(found {state.get('format')!r} {state.get('version')!r})"
+            )
+        if tuple(state["columns"]) != COLUMNS:
+            raise ValueError(f"{path} was fitted on other feature columns: refit it")
+        reward = state["reward"]
+        if state["design"] == "ridge":
+            reward = (reward["intercept"], np.asarray(reward["coefficients"]))
+        elif not isinstance(reward, TreeEnsemble):
+            raise ValueError(f"{path}: the reward model is not a tree ensemble")
+        return cls(
+            design=state["design"],
+            status_model=StatusModel.from_state(state["status"], COLUMNS, str(path)),
+            reward=reward,
+            z_mean=state["z_mean"],
+            z_scale=state["z_scale"],
+            residual_prior=BlockPrior(state["block_variances"], state["blocks"], state["noise"]),
+            std_scale=state["std_scale"],
+            score_range=tuple(state["score_range"]),
+            pretraining_tasks=tuple(state["pretraining_tasks"]),
+        )
+
+
+def _rendered(parsed: Any, program: str, task: np.ndarray) -> bool:
+    """Whether ``program`` is exactly the grammar's rendering of its parse (valid Python by
+    construction: no compile needed)."""
+    kinds = [k for k in ("binary", "multiclass", "regression")
+             if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
+    if len(kinds) != 1:
+        return False
+    point = grammar_point(parsed, kinds[0])
+    return point is not None and point.render(kinds[0]) == program
+
+
+def _compiles(program: str) -> bool:
+    from wmrl_env.utils.python_source import parses
+
+    return parses(program)
