@@ -6,7 +6,8 @@ the circuit breaker, the fusion, the metrics); the pieces it shares with per-sam
 the fate of a single sample and the task each group belongs to."""
 
 from wmrl_env.rounds.clusters import task_cluster
-from wmrl_env.rounds.engine import ROUND_METRICS, AnchoredRound, FinishedRound, round_metrics
+from wmrl_env.rounds.engine import AnchoredRound
+from wmrl_env.rounds.finish import ROUND_METRICS, FinishedRound, round_metrics
 from wmrl_env.rounds.health import (
     DEFAULT_MAX_INFRASTRUCTURE_FAILURES,
     InfrastructureFailureError,

@@ -49,48 +49,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from wmrl_env.fusion import (
-    FusionOutput,
     RewardFusion,
     screen_members,
     ucb_priorities,
     uncertainty_priorities,
 )
 from wmrl_env.fusion.groups import GroupIndex
+from wmrl_env.rounds.finish import ROUND_METRICS, FinishedRound, finish_round, prediction_valid
 from wmrl_env.rounds.health import DEFAULT_MAX_INFRASTRUCTURE_FAILURES, InfrastructureHealth
+from wmrl_env.rounds.outside import plan_from_fates, plan_with_inclusion
 from wmrl_env.rounds.plan import AnchorSelection, RoundPlan
 from wmrl_env.rounds.record import RealRecord
 from wmrl_env.world_models.base import Prediction
 
-__all__ = ["ROUND_METRICS", "AnchoredRound", "FinishedRound", "round_metrics"]
-
-# the round's own metrics, beside the fusion's (FusionOutput.metrics), reported alike by every
-# adapter: real executions, groups forced by an invalid prediction, members left out by
-# screening, program and infrastructure failures, the share of valid predictions
-ROUND_METRICS: tuple[str, ...] = (
-    "n_executed",
-    "n_forced_anchor_groups",
-    "n_screened",
-    "n_program_failures",
-    "n_infrastructure_failures",
-    "wm_valid_fraction",
-)
-
-
-@dataclass(frozen=True)
-class FinishedRound:
-    """A finished round: the fusion's output and the metrics (the fusion's numeric ones and
-    :data:`ROUND_METRICS`)."""
-
-    plan: RoundPlan
-    record: RealRecord
-    fusion: FusionOutput
-    metrics: dict[str, Any]
+__all__ = ["ROUND_METRICS", "AnchoredRound"]  # ROUND_METRICS: for the example above
 
 
 class AnchoredRound:
@@ -173,10 +151,14 @@ class AnchoredRound:
             raise ValueError("known outcomes need a failure_score to score them with")
         if known_status is None:
             known_status = np.where(known, "failed", "").astype(object)
+        invalid = np.zeros(n, dtype=bool) if prediction is None else ~prediction_valid(prediction)
         if inclusion is not None:
             if drawn is None:
                 raise ValueError("inclusion probabilities need the draw they belong to: drawn")
-            return self._plan_outside(ids, prediction, known, known_status, drawn, inclusion)
+            screen = None
+            if self.selection.execute_per_group is not None and prediction is not None:
+                screen = partial(self._screen_members, ids, prediction, known)
+            return plan_with_inclusion(ids, invalid, known, known_status, drawn, inclusion, screen)
         if drawn is None:
             drawn = self.draw(ids, prediction, known)
         drawn = np.asarray(drawn, dtype=bool)
@@ -184,7 +166,6 @@ class AnchoredRound:
         if self.selection.execute_per_group is not None and prediction is not None:
             execute = self._screen(ids, prediction, known)
         plan = RoundPlan(ids, drawn, drawn.copy(), execute, known, known_status, np.zeros(n))
-        invalid = np.zeros(n, dtype=bool) if prediction is None else ~_valid(prediction)
         return self.force(plan, invalid)
 
     def plan_from(
@@ -201,69 +182,7 @@ class AnchoredRound:
         ``inclusion`` (read for every sample of an anchor group); ``known_scores`` holds
         the outcomes known without a drawn execution (NaN elsewhere;
         :func:`~wmrl_env.rounds.sample_outcome` says which)."""
-        ids = np.asarray(group_ids)
-        n = ids.shape[0]
-        drawn, executed = _mask("drawn", drawn, n), _mask("executed", executed, n)
-        pi = _per_sample("inclusion", inclusion, n)
-        known_scores = (
-            np.full(n, np.nan)
-            if known_scores is None
-            else _per_sample("known_scores", known_scores, n)
-        )
-        known = ~np.isnan(known_scores)
-        if (executed & known).any():
-            raise ValueError("a sample with a known outcome is marked executed")
-        anchors = drawn | executed
-        if not ((pi[anchors] > 0) & (pi[anchors] <= 1)).all():
-            raise ValueError("an anchor's sample needs an inclusion probability in (0, 1]")
-        status = np.where(known, "known", "").astype(object)
-        return RoundPlan(
-            ids,
-            drawn,
-            anchors,
-            executed,
-            known,
-            status,
-            np.where(anchors, pi, 0.0),
-            known_scores,
-            decided_outside=True,
-        )
-
-    def _plan_outside(
-        self,
-        ids: np.ndarray,
-        prediction: Prediction | None,
-        known: np.ndarray,
-        known_status: np.ndarray,
-        drawn: np.ndarray,
-        inclusion: np.ndarray,
-    ) -> RoundPlan:
-        """:meth:`plan` for a draw made by the adapter with ``inclusion`` per sample."""
-        n = ids.shape[0]
-        drawn = _mask("drawn", drawn, n)
-        pi = _per_sample("inclusion", inclusion, n)
-        if not ((pi[drawn] > 0) & (pi[drawn] <= 1)).all():
-            raise ValueError("a drawn group needs an inclusion probability in (0, 1]")
-        execute, member_pi = drawn & ~known, np.ones(n)
-        screens = self.selection.execute_per_group is not None and prediction is not None
-        if screens and drawn.any():
-            members, member_pi = self._screen_members(ids, prediction, known)
-            execute = execute & members
-        groups = GroupIndex.from_ids(ids)
-        invalid = np.zeros(n, dtype=bool) if prediction is None else ~_valid(prediction)
-        forced = groups.broadcast(groups.count(invalid & ~known) > 0)
-        execute = np.where(forced, ~known, execute)
-        inclusion = np.where(forced, 1.0, np.where(drawn, pi * member_pi, 0.0))
-        return RoundPlan(
-            ids,
-            drawn,
-            drawn | forced,
-            execute,
-            known,
-            known_status,
-            inclusion,
-            decided_outside=True,
-        )
+        return plan_from_fates(np.asarray(group_ids), drawn, executed, inclusion, known_scores)
 
     def force(self, plan: RoundPlan, invalid: np.ndarray) -> RoundPlan:
         """Anchor with certainty (``pi = 1``, executed whole) every group holding an
@@ -289,7 +208,7 @@ class AnchoredRound:
         if prediction is None:
             raise ValueError(f"anchor_priority={selection.priority!r} needs a prediction")
         if selection.priority == "ucb":
-            scores = np.where(_valid(prediction), prediction.scores, np.nan)
+            scores = np.where(prediction_valid(prediction), prediction.scores, np.nan)
             return ucb_priorities(
                 ids, scores, prediction.std, selection.ucb_kappa, selection.reference, known=known
             )
@@ -312,7 +231,9 @@ class AnchoredRound:
     ) -> tuple[np.ndarray, np.ndarray]:
         selection = self.selection
         std = np.zeros(len(prediction)) if prediction.std is None else prediction.std
-        upper = np.where(_valid(prediction), prediction.scores + selection.ucb_kappa * std, np.nan)
+        upper = np.where(
+            prediction_valid(prediction), prediction.scores + selection.ucb_kappa * std, np.nan
+        )
         mix = self.fusion.uniform_mix if selection.uniform_mix is None else selection.uniform_mix
         return screen_members(
             ids,
@@ -339,71 +260,7 @@ class AnchoredRound:
         prediction: Prediction | None,
         clusters: Sequence[Any] | np.ndarray | None = None,
     ) -> FinishedRound:
-        """Fuse the round: world-model scores (invalid ones left out), real scores, known
-        outcomes (``plan.known_scores``, else ``failure_score``), the groups' tasks
-        (``clusters``, per sample) and the world model's std go to
-        :meth:`RewardFusion.step`; a plan decided outside the fusion brings its inclusion
-        probabilities and screened members. ``prediction`` ``None``: a round without a
-        world model (method ``"real"``)."""
-        n = len(plan.group_ids)
-        valid = np.ones(n, dtype=bool) if prediction is None else _valid(prediction)
-        known_scores = plan.known_scores
-        if known_scores is None:
-            known_scores = np.where(plan.known, self.failure_score, np.nan)
-        outside: dict[str, Any] = {}
-        if plan.decided_outside:
-            outside = {"inclusion_probabilities": plan.inclusion, "screened": plan.screened}
-        out = self.fusion.step(
-            plan.group_ids,
-            None if prediction is None else np.where(valid, prediction.scores, np.nan),
-            record.score,
-            failed=record.failed,
-            wm_valid=valid,
-            clusters=clusters,
-            wm_std=None if prediction is None else prediction.std,
-            known_scores=known_scores,
-            **outside,
-        )
-        metrics = round_metrics(out, plan, record, valid)
-        return FinishedRound(plan, record, out, metrics)
-
-
-def round_metrics(
-    out: FusionOutput, plan: RoundPlan, record: RealRecord, valid: np.ndarray
-) -> dict[str, Any]:
-    """The fusion's numeric metrics (and ``kappa``) with :data:`ROUND_METRICS`."""
-    metrics: dict[str, Any] = {
-        key: value for key, value in out.metrics.items() if np.ndim(value) == 0
-    }
-    metrics["kappa"] = out.kappa
-    metrics.update(
-        n_executed=int(record.executed.sum()),
-        n_forced_anchor_groups=plan.n_forced_groups,
-        n_screened=int(plan.screened.sum()),
-        n_program_failures=int(record.program_failed.sum()),
-        n_infrastructure_failures=int(record.failed.sum()),
-        wm_valid_fraction=float(np.mean(valid)) if len(valid) else 1.0,
-    )
-    return metrics
-
-
-def _mask(name: str, values: Any, n: int) -> np.ndarray:
-    mask = np.asarray(values)
-    if mask.dtype != bool or mask.shape != (n,):
-        raise ValueError(
-            f"{name} must be a bool mask of shape ({n},), got {mask.dtype} {mask.shape}"
-        )
-    return mask
-
-
-def _per_sample(name: str, values: Any, n: int) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64)
-    if array.shape != (n,):
-        raise ValueError(f"{name} must hold one number per sample ({n},), got {array.shape}")
-    return array
-
-
-def _valid(prediction: Prediction) -> np.ndarray:
-    if prediction.valid is None:
-        return np.isfinite(prediction.scores)
-    return np.asarray(prediction.valid, dtype=bool)
+        """Fuse the round with the groups' tasks as ``clusters`` (per sample):
+        :func:`~wmrl_env.rounds.finish.finish_round` with this round's fusion and
+        ``failure_score``."""
+        return finish_round(self.fusion, plan, record, prediction, clusters, self.failure_score)

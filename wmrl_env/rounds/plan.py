@@ -147,4 +147,5 @@ class RoundPlan:
 
     @property
     def n_forced_groups(self) -> int:
+        """The groups anchored without being drawn (forced by an invalid prediction)."""
         return int(GroupIndex.from_ids(self.group_ids).count(self.forced).astype(bool).sum())

@@ -24,7 +24,8 @@ running. The suite checks, against the adapter's own code path:
 * the fusion's gate receives the groups' tasks (``clusters``, the same label for a task
   recurring across rounds) and the world model's std;
 * every adapter reports the round's metrics under the same names: the fusion's numeric ones
-  and :data:`~wmrl_env.rounds.ROUND_METRICS`.
+  and :data:`~wmrl_env.rounds.ROUND_METRICS`, and ``n_forced_anchor_groups`` means the same
+  in each (the groups run for real without being drawn, for an invalid prediction).
 
 The scenario and its pieces: :mod:`wmrl_env.testing.round_scenario`. Subclass
 :class:`AnchoredRoundContract` with a ``Test`` prefix and implement its hooks; an
@@ -34,6 +35,7 @@ adapter without screening sets ``screens = False``, one of groups of one ``group
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -221,6 +223,27 @@ class AnchoredRoundContract:
         }
         missing = sorted((numeric | set(ROUND_METRICS) | {"kappa"}) - set(played.metrics))
         assert not missing, f"metrics the adapter does not report: {missing}"
+
+    def test_forced_groups_are_those_run_only_for_an_invalid_prediction(self) -> None:
+        """``n_forced_anchor_groups`` counts the groups that ran for real without being drawn
+        because they hold an invalid prediction whose outcome is not known: none when every
+        group is drawn; else each group holding the scenario's invalid prediction counts
+        when it is not drawn (``1 - anchor_fraction`` of the time)."""
+        executor = ScenarioExecutor(self.scenario)
+        played = self.play(self.make_fusion(0, anchor_fraction=1.0), 0, executor)
+        assert played.metrics["n_forced_anchor_groups"] == 0, "every group was drawn"
+        forced, holding = 0, 0
+        for seed in range(40):
+            played = self.play(self.make_fusion(seed), seed, executor)
+            count = played.metrics["n_forced_anchor_groups"]
+            groups = sum(kind == "invalid" for kind in played.kinds)  # one per group at most
+            assert 0 <= count <= groups, f"{count} forced, {groups} hold an invalid prediction"
+            forced, holding = forced + count, holding + groups
+        # each such group counts with probability q = 1 - anchor_fraction; the draws within a
+        # round are without replacement (no more spread than independent ones): 4 binomial sd
+        q = 1.0 - self.scenario.anchor_fraction
+        low = q * holding - 4.0 * math.sqrt(holding * q * (1.0 - q))
+        assert low <= forced < holding, f"{forced} of {holding} groups forced, {q:.2f} expected"
 
 
 def _groups_holding(played: PlayedRound, scenario: RoundScenario, marked: np.ndarray) -> np.ndarray:

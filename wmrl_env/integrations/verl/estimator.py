@@ -276,10 +276,13 @@ def _metrics(
 ) -> dict[str, float]:
     metrics = flatten_metrics(finished.metrics) if finished is not None else {}
     # the round's metrics as every adapter names them (wmrl_env.rounds.ROUND_METRICS), counted
-    # over every row, those left out of the fusion included; verl forces no group (an invalid
-    # prediction outside the draw runs alone) and screens none
+    # over every row, those left out of the fusion included; a group run for real without
+    # being drawn is forced (an invalid prediction outside the draw runs alone, its outcome
+    # known); verl screens none
     metrics["wmrl/n_executed"] = float(sum(r.executed for r in records))
-    metrics["wmrl/n_forced_anchor_groups"] = 0.0
+    metrics["wmrl/n_forced_anchor_groups"] = float(
+        len({r.uid for r in records if r.executed and not r.is_anchor})
+    )
     metrics["wmrl/n_screened"] = 0.0
     metrics["wmrl/n_program_failures"] = float(sum(r.program_failed for r in records))
     metrics["wmrl/n_infrastructure_failures"] = float(sum(r.failed for r in records))

@@ -1,0 +1,178 @@
+"""The conformance suite (:mod:`wmrl_env.testing.round_contract`) on the vector env's
+multi-step round, the robot bench's path: a dynamics world model imagines each episode step
+by step, anchors play theirs in the real env, a group holding an invalid imagined step is
+replayed for real."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from wmrl_env.fusion import RewardFusion
+from wmrl_env.testing.round_contract import AnchoredRoundContract
+from wmrl_env.testing.round_scenario import (
+    PlayedRound,
+    RecordingFusion,
+    RoundScenario,
+    ScenarioExecutor,
+    ScenarioWorldModel,
+)
+from wmrl_env.world_models.base import StepPrediction
+from wmrl_env.wrappers import WorldModelVectorEnv, batch_diagnostics
+
+STEPS = 2  # each episode: two steps, each paying half the scenario's real outcome
+
+
+class ScenarioWalk(gym.Env):
+    """The scenario as a multi-step env: the observation is ``(task, step)``, the action (a
+    number) the scenario's action, each of the ``STEPS`` steps pays ``real / STEPS``;
+    ``reset`` draws a task and names it in ``info["task_id"]``; ``broken``: the env raises
+    (an infrastructure failure)."""
+
+    observation_space = gym.spaces.Box(0.0, 8.0, shape=(2,), dtype=np.float64)
+    action_space = gym.spaces.Box(0.0, 3.0, shape=(1,), dtype=np.float64)
+
+    def __init__(self, scenario: RoundScenario, executor: ScenarioExecutor) -> None:
+        self.scenario, self.executor, self.task, self.t = scenario, executor, 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.task, self.t = int(self.np_random.integers(self.scenario.num_tasks)), 0
+        return np.array([self.task, 0.0]), {"task_id": self.task}
+
+    def step(self, action):
+        action = round(float(np.asarray(action).reshape(-1)[0]))
+        self.executor.executed.append((self.task, action))
+        if self.executor.broken:
+            raise RuntimeError("the simulator's worker died")
+        self.t += 1
+        reward = self.scenario.real(self.task, action) / STEPS
+        return np.array([self.task, self.t]), reward, self.t >= STEPS, False, {}
+
+
+class ScenarioDynamics:
+    """The scenario's world model as dynamics: each imagined step pays half the scenario's
+    prediction for ``(task, action)`` (NaN for its invalid one), with its std."""
+
+    def __init__(self, scenario: RoundScenario, model: ScenarioWorldModel) -> None:
+        self.scenario, self.model = scenario, model
+
+    def predict_step(self, observations: np.ndarray, actions: np.ndarray) -> StepPrediction:
+        tasks = np.asarray(observations)[:, 0].round().astype(int)
+        picked = np.asarray(actions, dtype=np.float64).reshape(len(tasks), -1)[:, 0]
+        scores, std = self.model.predict(list(tasks), list(picked.round().astype(int)))
+        nxt = np.asarray(observations, dtype=np.float64).copy()
+        nxt[:, 1] += 1
+        return StepPrediction(
+            nxt, np.asarray(scores) / STEPS, nxt[:, 1] >= STEPS, np.asarray(std) / STEPS
+        )
+
+
+class TestVectorEnvMultiStepRound(AnchoredRoundContract):
+    """The vector env's multi-step round (a dynamics world model, the default open shadow):
+    the breaker, the gate's decay, clusters and std at the gate, forced groups and the
+    metrics' names apply; PPI's unbiasedness, screening and known failures do not (below)."""
+
+    screens = False
+
+    def make_fusion(self, seed: int, method: str = "wmrl", **options) -> RecordingFusion:
+        return super().make_fusion(seed, method, **options)
+
+    def _env(self, fusion: RewardFusion, executor, limit=32, world_model=None):
+        s = self.scenario
+        return WorldModelVectorEnv(
+            lambda: ScenarioWalk(s, executor),
+            ScenarioDynamics(s, world_model or ScenarioWorldModel(s)),
+            num_groups=s.num_tasks,
+            group_size=s.group_size,
+            fusion=fusion,
+            executor="inline",
+            max_episode_steps=STEPS,
+            update_world_model=False,
+            max_infrastructure_failures=limit,
+        )
+
+    def _round(self, envs, seed):
+        s = self.scenario
+        obs, _ = envs.reset(seed=seed)
+        tasks = [round(float(o[0])) for o in obs[:: s.group_size]]
+        actions = np.array([[float(a)] for _ in tasks for a in range(s.group_size)])
+        per_env = [(t, a) for t in tasks for a in range(s.group_size)]
+        while True:
+            _, _, terminated, truncated, info = envs.step(actions)
+            if (terminated | truncated).all():
+                return info, per_env
+
+    def play(self, fusion, seed, executor, *, world_model=None, execute_per_group=None):
+        assert execute_per_group is None
+        s = self.scenario
+        envs = self._env(fusion, executor, 32, world_model)
+        try:
+            info, per_env = self._round(envs, seed)
+        finally:
+            envs.close()
+        return PlayedRound(
+            info["fused_reward"],
+            np.array([s.real(t, a) for t, a in per_env]),
+            [s.kind(t, a) for t, a in per_env],
+            samples=per_env,
+            advantages=info["advantage"],
+            executed=np.isfinite(info["real_score"]),
+            known=np.zeros(len(per_env), dtype=bool),  # no known failures on multi-step tasks
+            metrics=batch_diagnostics(info),
+        )
+
+    def play_broken(self, limit, executor):
+        envs = self._env(self.make_fusion(0), executor, limit)
+        try:
+            for seed in range(8):
+                self._round(envs, seed)
+        finally:
+            envs.close()
+
+    def test_ppi_expected_reward_is_the_real_outcome_for_every_kind_of_sample(self) -> None:
+        pytest.skip(
+            "multi-step: ppi needs shadow='closed', whose world-model score is the imagination "
+            "policy's episode from the group start, not each member's own actions: the "
+            "scenario's per-member outcome is not what that pairing's correction is exact for"
+        )
+
+    def test_screening_never_executes_a_known_outcome(self) -> None:
+        pytest.skip(
+            "multi-step: no known failures (known_failure needs an outcome task) and no screening"
+        )
+
+    def _two_rounds(self) -> tuple[RecordingFusion, set[int]]:
+        """Two rounds on one env and fusion (the env draws each group's task, so the fusion
+        sees tasks recur); the fusion and the tasks played."""
+        fusion = self.make_fusion(0)
+        envs = self._env(fusion, ScenarioExecutor(self.scenario))
+        tasks: set[int] = set()
+        try:
+            for seed in range(2):
+                _, per_env = self._round(envs, seed)
+                tasks |= {t for t, _ in per_env}
+        finally:
+            envs.close()
+        assert len(fusion.calls) == 2
+        return fusion, tasks
+
+    def test_clusters_and_std_reach_the_gate(self) -> None:
+        """The clusters half: one label per task, the same across rounds."""
+        fusion, tasks = self._two_rounds()
+        labels = {c for call in fusion.calls for c in call["clusters"]}
+        assert len(labels) == len(tasks)
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="the multi-step round does not pass the imagined episodes' std to the gate yet "
+        "(the world model's per-step std is read only for anchor priorities)",
+    )
+    def test_the_imagined_episodes_std_reaches_the_gate(self) -> None:
+        fusion, _ = self._two_rounds()
+        for call in fusion.calls:
+            std = call.get("wm_std")
+            assert std is not None, "the fusion's gate got no world-model std"
+            valid = np.asarray(call["wm_valid"])
+            assert np.isfinite(np.asarray(std)[valid]).all()
