@@ -164,11 +164,6 @@ class TestVectorEnvMultiStepRound(AnchoredRoundContract):
         labels = {c for call in fusion.calls for c in call["clusters"]}
         assert len(labels) == len(tasks)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="the multi-step round does not pass the imagined episodes' std to the gate yet "
-        "(the world model's per-step std is read only for anchor priorities)",
-    )
     def test_the_imagined_episodes_std_reaches_the_gate(self) -> None:
         fusion, _ = self._two_rounds()
         for call in fusion.calls:

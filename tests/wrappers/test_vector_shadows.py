@@ -181,7 +181,33 @@ def test_the_shadow_takes_its_noise_past_the_real_episode_from_spare_then_pool()
     states, actions = [np.array([[5.0]])], [np.array([[0.5]])]
     spare = [(np.array([[9.0]]), np.array([[0.25]]))]
     pool = (np.array([[9.0]]), np.array([[0.125]]))
-    (score,), _ = shadow.scores(walk, states, actions, 3, spare=spare, pool=pool)
+    (score,), _, _ = shadow.scores(walk, states, actions, 3, spare=spare, pool=pool)
     assert score == pytest.approx(-(5.5 + 5.75 + 5.875))
-    (alone,), _ = shadow.scores(walk, states, actions, 3)
+    (alone,), _, _ = shadow.scores(walk, states, actions, 3)
     assert alone == pytest.approx(-(5.5 + 5.5 + 5.5))  # the policy's mean (0) alone
+
+
+class WalkWithStd:
+    """Moves by the action; each step pays 1 with the given std (``None``: no std)."""
+
+    def __init__(self, std):
+        self.std = std
+
+    def predict_step(self, observations, actions):
+        n = len(observations)
+        std = None if self.std is None else np.full(n, self.std)
+        return observations + actions, np.ones(n), np.zeros(n, bool), std
+
+
+@pytest.mark.parametrize("mode", ["closed", "continued"])
+def test_the_shadows_std_sums_the_step_variances(mode):
+    """Four imagined steps of std 0.5 (the continued shadow's first two from the real
+    states): the score's std is sqrt(4 x 0.25) = 1; a model without a std, or with a NaN
+    one, gives none."""
+    shadow = AnchorShadow(mode, lambda obs: np.zeros_like(obs), keep_noise=False)
+    states, actions = [np.zeros((4, 1))], [np.zeros((4, 1))]
+    scores = shadow.scores(WalkWithStd(0.5), states, actions, max_steps=4)
+    assert scores.score.tolist() == [4.0]
+    assert scores.std.tolist() == pytest.approx([1.0])
+    assert shadow.scores(WalkWithStd(None), states, actions, max_steps=4).std is None
+    assert shadow.scores(WalkWithStd(np.nan), states, actions, max_steps=4).std is None

@@ -15,6 +15,10 @@ per-step reward of each step). Episodes that end early stay ended (their ``termi
 ``truncated`` flags stay set and their actions are ignored) until the round ends; the vector
 env never autoresets (``AutoresetMode.DISABLED``): a GRPO batch is the whole round.
 
+The world-model score's std, passed to the fusion's gate, is the root of the summed per-step
+variances along each imagined episode (the open shadow's and the closed or continued
+shadow's too); a round where any step came without a usable std passes none.
+
 A world-model member whose prediction goes invalid (NaN, inf) is truncated there; at the end
 of the round its whole group is replayed open-loop in the real env (the recorded actions from
 the group's start) and becomes an anchor with inclusion probability 1.
@@ -32,7 +36,7 @@ from wmrl_env.executors.base import ExecResult
 from wmrl_env.world_models.base import Prediction
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
-from wmrl_env.wrappers.shadows import AnchorShadow
+from wmrl_env.wrappers.shadows import AnchorShadow, step_variance
 from wmrl_env.wrappers.starts import check_same_starts
 from wmrl_env.wrappers.world_model_calls import predict_step
 
@@ -62,6 +66,8 @@ class DynamicsRound(Round):
         self.model_active = np.ones(n, dtype=bool)  # the model still moves this member
         self.wm_return = np.zeros(n)
         self.wm_valid = np.ones(n, dtype=bool)
+        # the imagined returns' variance, summed over steps; None once a step has no usable std
+        self.wm_variance: np.ndarray | None = np.zeros(n)
         self.terminated = np.zeros(n, dtype=bool)
         self.truncated = np.zeros(n, dtype=bool)
         self.steps = np.zeros(n, dtype=np.int64)
@@ -154,6 +160,7 @@ class DynamicsRound(Round):
         good, bad = rows[prediction.valid], rows[~prediction.valid]
         self.model_observations[good] = prediction.next_observations[prediction.valid]
         self.wm_return[good] += prediction.rewards[prediction.valid]
+        self._add_variance(good, step_variance(prediction, prediction.valid))
         self.wm_valid[bad] = False
         self.model_active[bad] = False
         self.model_active[rows[prediction.valid & prediction.terminations]] = False
@@ -195,7 +202,7 @@ class DynamicsRound(Round):
         actions = [np.stack([np.asarray(a) for a in self.actions[i]]) for i in played]
         pool = self._spare(range(len(self.spare)))
         began = time.perf_counter()
-        scores, valid = self.shadow.scores(
+        scores, valid, std = self.shadow.scores(
             self.setup.world_model,
             states,
             actions,
@@ -205,7 +212,18 @@ class DynamicsRound(Round):
             rng=self.setup.selection.rng,
         )
         self.wm_return[played], self.wm_valid[played] = scores, valid
+        if self.wm_variance is not None:
+            self.wm_variance[played] = 0.0
+        self._add_variance(np.asarray(played), None if std is None else std**2)
         return time.perf_counter() - began
+
+    def _add_variance(self, rows: np.ndarray, variance: np.ndarray | None) -> None:
+        """Add ``variance`` to the imagined returns of ``rows``; ``None`` (no usable std)
+        drops the round's std."""
+        if variance is None:
+            self.wm_variance = None
+        elif self.wm_variance is not None:
+            self.wm_variance[rows] += variance
 
     def _spare(self, envs: Any) -> tuple[np.ndarray, np.ndarray]:
         """The observations and actions recorded after the episodes of ``envs`` ended."""
@@ -233,7 +251,9 @@ class DynamicsRound(Round):
             ]
             results = self.setup.executor.run(jobs)
             self.real.add_all(indices, results)
-        return self.fuse(Prediction(self.wm_return, valid=self.wm_valid), info), results
+        std = None if self.wm_variance is None else np.sqrt(self.wm_variance)
+        prediction = Prediction(self.wm_return, std=std, valid=self.wm_valid)
+        return self.fuse(prediction, info), results
 
 
 def _stack(items: list[Any], dtype: Any) -> np.ndarray:

@@ -51,16 +51,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from wmrl_env.world_models.base import DynamicsWorldModel
 from wmrl_env.wrappers.world_model_calls import predict_step
 
-__all__ = ["SHADOWS", "AnchorShadow"]
+__all__ = ["SHADOWS", "AnchorShadow", "ShadowScores", "step_variance"]
 
 SHADOWS = ("open", "closed", "continued")
+
+
+class ShadowScores(NamedTuple):
+    """The anchors' imagined scores, their validity, and each score's std: the root of the
+    summed per-step variances (independent step errors), ``None`` when the model gave no
+    usable std on some step."""
+
+    score: np.ndarray
+    valid: np.ndarray
+    std: np.ndarray | None
+
+
+def step_variance(step: Any, rows: np.ndarray) -> np.ndarray | None:
+    """The squared std of ``step``'s predictions at ``rows``, ``None`` where the model gave
+    none or a NaN, infinite or negative one (an unusable std is not passed on).
+
+    >>> from wmrl_env.world_models.base import StepPrediction
+    >>> step = StepPrediction(np.zeros((2, 1)), np.zeros(2), np.zeros(2, bool), np.array([0.5, 2.0]))
+    >>> step_variance(step, np.array([True, False])).tolist()
+    [0.25]
+    """
+    if step.std is None:
+        return None
+    std = np.asarray(step.std, dtype=np.float64)[rows]
+    if not (np.isfinite(std) & (std >= 0)).all():
+        return None
+    return std**2
 
 
 @dataclass(frozen=True)
@@ -94,8 +121,8 @@ class AnchorShadow:
         spare: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
         pool: tuple[np.ndarray, np.ndarray] | None = None,
         rng: np.random.Generator | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """World-model scores and validity of the anchors whose real episodes are given:
+    ) -> ShadowScores:
+        """World-model scores, validity and std of the anchors whose real episodes are given:
         per anchor, the ``L`` states its actions were chosen on (``[0]`` the group start) and
         the ``L`` actions (``L >= 1``). The imagined part lasts until a predicted termination,
         an invalid prediction or ``max_steps`` steps in all.
@@ -118,7 +145,9 @@ class AnchorShadow:
             drawn = self._noise([pool[0]], [pool[1]])[0]
             rng = rng if rng is not None else np.random.default_rng()
         forced = lengths // 2 if self.mode == "continued" else np.zeros_like(lengths)
-        score, valid, alive = self._forced(world_model, real_states, real_actions, forced)
+        score, valid, alive, variance = self._forced(
+            world_model, real_states, real_actions, forced
+        )
         states = np.stack([s[k] for s, k in zip(real_states, forced, strict=True)]).copy()
         for t in range(int(forced.min()), max_steps):
             rows = np.flatnonzero(alive & (forced <= t))
@@ -133,11 +162,16 @@ class AnchorShadow:
             if self.bounds is not None:
                 actions = np.clip(actions, *self.bounds)
             step, _ = predict_step(world_model, states[rows], actions)
+            step_var = step_variance(step, step.valid)
+            if variance is not None and step_var is not None:
+                variance[rows[step.valid]] += step_var
+            else:
+                variance = None
             score[rows[step.valid]] += step.rewards[step.valid]
             states[rows[step.valid]] = step.next_observations[step.valid]
             valid[rows[~step.valid]] = False
             alive[rows[~step.valid | step.terminations]] = False
-        return score, valid
+        return ShadowScores(score, valid, None if variance is None else np.sqrt(variance))
 
     def _noise(
         self, real_states: Sequence[np.ndarray], real_actions: Sequence[np.ndarray]
@@ -160,13 +194,15 @@ class AnchorShadow:
         real_states: Sequence[np.ndarray],
         real_actions: Sequence[np.ndarray],
         forced: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Scores of the first ``forced`` steps, predicted from the real states (an episode
-        the model ends there stays ended), with validity and who still lives."""
+        the model ends there stays ended), with validity, who still lives and the scores'
+        variance (``None`` without a usable std)."""
         n = len(real_states)
         score, valid, alive = np.zeros(n), np.ones(n, bool), np.ones(n, bool)
+        variance: np.ndarray | None = np.zeros(n)
         if not forced.any():
-            return score, valid, alive
+            return score, valid, alive, variance
         owner = np.repeat(np.arange(n), forced)
         states = np.concatenate([s[:k] for s, k in zip(real_states, forced, strict=True)])
         actions = np.concatenate(
@@ -178,6 +214,12 @@ class AnchorShadow:
             ended = np.flatnonzero(step.terminations[own] | ~step.valid[own])
             last = ended[0] + 1 if ended.size else int(own.sum())
             valid[i] = bool(step.valid[own][:last].all())
-            score[i] = float(step.rewards[own][:last][step.valid[own][:last]].sum())
+            counted = np.flatnonzero(own)[:last][step.valid[own][:last]]
+            score[i] = float(step.rewards[counted].sum())
             alive[i] = valid[i] and not ended.size
-        return score, valid, alive
+            step_var = step_variance(step, counted)
+            if variance is not None and step_var is not None:
+                variance[i] = float(step_var.sum())
+            else:
+                variance = None
+        return score, valid, alive, variance
