@@ -42,6 +42,7 @@ from wmrl_env.sandboxes.job import Job
 from wmrl_env.utils.hashing import artifact_hash
 
 from .description import DESCRIPTION_CHARSET
+from .pool_tasks import is_private_test_id
 from .private_test import PrivateTestTask
 from .programs import ProgramSpec, program_space, render_program
 from .registry import get_task, task_ids
@@ -60,8 +61,9 @@ class MLTaskEnv(gym.Env[str, Any]):
 
     Args:
         tasks: ``"train"``, ``"heldout"``, ``"all"`` or a sequence of task ids to draw from
-            (ids of the suite, or generated tasks with a private test, ``hr_<family>_s<seed>``:
-            see :func:`~wmrl_env.envs.ml_tasks.headroom.headroom_task`).
+            (ids of the suite, or tasks with a private test: generated ``hr_<family>_s<seed>``
+            and real-data ``rd_<name>``, see
+            :func:`~wmrl_env.envs.ml_tasks.pool_tasks.private_test_task`).
         executor: ``"local"`` (default: the local process sandbox, created on first use),
             ``"replay"`` (answers from the committed execution table; structured programs
             only), or any :class:`~wmrl_env.executors.base.Executor` (not closed by the env).
@@ -237,17 +239,17 @@ class MLTaskEnv(gym.Env[str, Any]):
 
 
 def resolve_task(task_id: str) -> MLTask | PrivateTestTask:
-    """The suite's task with this id, or the generated task ``hr_<family>_s<seed>``."""
-    if task_id.startswith("hr_"):
-        return _headroom_task(task_id)
+    """The suite's task with this id, or a task with a private test (``hr_*``, ``rd_*``)."""
+    if is_private_test_id(task_id):
+        return _private_test_task(task_id)
     return get_task(task_id)
 
 
 @functools.lru_cache(maxsize=64)
-def _headroom_task(task_id: str) -> PrivateTestTask:
-    from .headroom import headroom_task
+def _private_test_task(task_id: str) -> PrivateTestTask:
+    from .pool_tasks import private_test_task
 
-    return headroom_task(task_id)
+    return private_test_task(task_id)
 
 
 def _raw_metric(result: ExecResult, task: MLTask | PrivateTestTask) -> float | None:

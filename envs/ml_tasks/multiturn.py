@@ -16,7 +16,8 @@ A failed run scores ``failure_reward``. The score an agent is rewarded with is t
 validation score; a task with a private test reports the final program's private score in the
 final step's ``info["private_score"]`` only (``None`` where the task has none or the final
 program failed), never in a reward or an observation: the generated tasks
-``hr_<family>_s<seed>`` have one (:mod:`~wmrl_env.envs.ml_tasks.private_test`).
+``hr_<family>_s<seed>`` and the real-data tasks ``rd_<name>`` have one
+(:mod:`~wmrl_env.envs.ml_tasks.private_test`).
 
 Example:
     >>> env = MLTaskMultiTurnEnv(tasks=["iris"], executor="replay", max_turns=2)

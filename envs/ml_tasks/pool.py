@@ -43,12 +43,15 @@ from wmrl_env.executors.base import ExecStatus, Executor
 from wmrl_env.utils.hashing import artifact_hash
 
 from .grammar import GrammarProgram, sample_programs, v1_subset
-from .headroom import HEADROOM_FAMILIES, headroom_task
+from .headroom import HEADROOM_FAMILIES
+from .pool_tasks import private_test_task
 from .private_test import PrivateTestTask
+from .realdata import REAL_DATA_TASKS
 
 __all__ = [
     "POOL_SEED",
     "POOL_TASKS",
+    "REAL_POOL_TASKS",
     "build_pool",
     "pool_programs",
     "read_pool",
@@ -57,6 +60,7 @@ __all__ = [
 
 POOL_SEED = 0
 POOL_TASKS: tuple[str, ...] = tuple(f"hr_{family}_s0" for family in HEADROOM_FAMILIES)
+REAL_POOL_TASKS: tuple[str, ...] = tuple(REAL_DATA_TASKS)
 
 
 def pool_programs(sampled: int, seed: int = POOL_SEED) -> list[GrammarProgram]:
@@ -188,13 +192,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="the JSON-lines table (appended to)")
     parser.add_argument("--sampled", type=int, default=48, help="programs beyond the 72")
     parser.add_argument("--seed", type=int, default=POOL_SEED, help="the pool's sample seed")
-    parser.add_argument("--tasks", nargs="+", default=list(POOL_TASKS), help="task ids")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=list(POOL_TASKS),
+        help="task ids (generated hr_* or real-data rd_*)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     if args.sampled < 0 or args.workers < 1:
         parser.error("--sampled must be >= 0 and --workers >= 1")
     try:
-        tasks = [headroom_task(t) for t in args.tasks]
+        tasks = [private_test_task(t) for t in args.tasks]
     except ValueError as error:
         parser.error(str(error))
     from .sandbox import default_sandbox

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from .grammar import v1_subset
-from .headroom import headroom_task
 from .pool import read_pool, within_task_spearman
+from .pool_tasks import private_test_task
 from .scoring import normalised_score
 
 __all__ = ["markdown", "normalised_scores", "summarise"]
@@ -81,7 +81,7 @@ def normalised_scores(
     programs = sorted(set.intersection(*(set(p) for p in by_task.values()))) if by_task else []
     valid, private = {}, {}
     for task_id, table in by_task.items():
-        task = headroom_task(task_id)
+        task = private_test_task(task_id)
         raw_private = [_raw(table[p], "private_raw") for p in programs]
         raw_valid = [_raw(table[p], "valid_raw") for p in programs]
         best_private = _best(raw_private, task.metric)

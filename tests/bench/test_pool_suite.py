@@ -11,7 +11,7 @@ import pytest
 
 from wmrl_env.bench.bank import TaskBank
 from wmrl_env.bench.pertask_config import PerTaskConfig
-from wmrl_env.bench.pool_suite import default_pool_table, pool_bank, pool_lines
+from wmrl_env.bench.pool_suite import default_pool_tables, pool_bank, pool_lines
 from wmrl_env.bench.search import random_search
 
 
@@ -27,18 +27,18 @@ def _toy_bank() -> TaskBank:
 
 
 def test_the_committed_pool_reads_as_the_pool_report_does() -> None:
-    """Six tasks x 152 programs; rewards are validation scores, readings private ones,
-    normalised so the pool's best private program scores 1; exhaustive validation search
-    and the best constant match the pool report's figures."""
+    """Six generated and eight real-data tasks x 152 programs; rewards are validation
+    scores, readings private ones, normalised so the pool's best private program scores 1;
+    exhaustive validation search and the best constant match the pool report's figures."""
     from wmrl_env.envs.ml_tasks.pool import read_pool
     from wmrl_env.envs.ml_tasks.pool_report import summarise
 
     bank = pool_bank()
-    assert bank.scores.shape == bank.private.shape == (6, 152)
-    assert bank.private.max(axis=1) == pytest.approx(np.ones(6))
+    assert bank.scores.shape == bank.private.shape == (14, 152)
+    assert bank.private.max(axis=1) == pytest.approx(np.ones(14))
     assert not np.array_equal(bank.scores, bank.private)
     assert len(bank.choices) == 152 and {"imputer", "model"} <= set(bank.choices[0])
-    rows = read_pool(default_pool_table())
+    rows = [row for path in default_pool_tables() for row in read_pool(path)]
     report = summarise(rows, draws=10)
     lines = pool_lines(bank, (16,), seeds=10)
     search = lines["exhaustive validation search over the pool (152 executions)"]
@@ -46,7 +46,7 @@ def test_the_committed_pool_reads_as_the_pool_report_does() -> None:
     for t, task_id in enumerate(bank.task_ids):
         assert search[t] == pytest.approx(report[task_id]["validation_search"])
         assert constant[t] == pytest.approx(report[task_id]["best_constant"])
-    with pytest.raises(ValueError, match="not in the pool table"):
+    with pytest.raises(ValueError, match="not in the pool tables"):
         pool_bank(task_ids=("hr_missing_s9",))
 
 

@@ -43,33 +43,53 @@ from wmrl_env.bench.search import random_search, world_model_search
 
 
 def default_pool_table() -> Path:
-    """The committed pool table."""
+    """The committed pool table of the generated tasks."""
+    return _data_dir() / "pool_v2.jsonl"
+
+
+def default_pool_tables() -> tuple[Path, ...]:
+    """The committed pool tables the bench reads: the generated tasks', the real-data
+    tasks' (the same programs)."""
+    return (default_pool_table(), _data_dir() / "pool_real_v1.jsonl")
+
+
+def _data_dir() -> Path:
     from wmrl_env.envs import ml_tasks
 
-    return Path(ml_tasks.__file__).resolve().parent / "data" / "pool_v2.jsonl"
+    return Path(ml_tasks.__file__).resolve().parent / "data"
 
 
 def pool_bank(
-    path: str | os.PathLike[str] | None = None, task_ids: Sequence[str] | None = None
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    task_ids: Sequence[str] | None = None,
 ) -> TaskBank:
-    """The pool table at ``path`` (default: the committed one) as a bank: the programs
-    every task holds, on ``task_ids`` (default: every task of the table, sorted)."""
+    """The pool table(s) at ``path`` (default: the committed ones,
+    :func:`default_pool_tables`) as a bank: the programs every task holds, on ``task_ids``
+    (default: every task of the tables, sorted)."""
     from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
-    from wmrl_env.envs.ml_tasks.headroom import headroom_task
     from wmrl_env.envs.ml_tasks.pool import read_pool
     from wmrl_env.envs.ml_tasks.pool_report import normalised_scores
+    from wmrl_env.envs.ml_tasks.pool_tasks import private_test_task
 
-    path = Path(path) if path is not None else default_pool_table()
-    rows = read_pool(path)
+    if path is None:
+        paths: tuple[Path, ...] = default_pool_tables()
+    elif isinstance(path, (str, os.PathLike)):
+        paths = (Path(path),)
+    else:
+        paths = tuple(Path(p) for p in path)
+    where = ", ".join(str(p) for p in paths)
+    rows = [row for p in paths for row in read_pool(p)]
     if not rows:
-        raise ValueError(f"{path}: no pool table rows (build one with wmrl_env.envs.ml_tasks.pool)")
+        raise ValueError(
+            f"{where}: no pool table rows (build one with wmrl_env.envs.ml_tasks.pool)"
+        )
     by_task, programs, valid, private = normalised_scores(rows)
     task_ids = tuple(sorted(by_task)) if task_ids is None else tuple(task_ids)
     unknown = [t for t in task_ids if t not in by_task]
     if unknown:
-        raise ValueError(f"tasks {unknown} are not in the pool table {path}")
+        raise ValueError(f"tasks {unknown} are not in the pool tables {where}")
     grammar = [GrammarProgram.from_id(p) for p in programs]
-    tasks = [headroom_task(t) for t in task_ids]
+    tasks = [private_test_task(t) for t in task_ids]
     return TaskBank(
         task_ids=task_ids,
         descriptions=tuple(task.description for task in tasks),

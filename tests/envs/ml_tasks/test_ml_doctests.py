@@ -31,6 +31,8 @@ MODULES = [
     "grammar",
     "headroom",
     "pool",
+    "pool_tasks",
+    "realdata",
     "turns",
     "multiturn",
     "reviser",

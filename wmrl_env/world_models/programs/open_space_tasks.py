@@ -1,7 +1,8 @@
 """Task meta-features of the open-space world model, read from a task's context.
 
-A context names its task on its first line (``Task <id>: ...``). For a generated task of
-the second suite (``hr_<family>_s<seed>``) whose description is exactly this text, the
+A context names its task on its first line (``Task <id>: ...``). For a task of the second
+suite (generated ``hr_<family>_s<seed>``, real-data ``rd_<name>``) whose description is
+exactly this text, the
 features are computed from its public train rows (:func:`~wmrl_env.envs.ml_tasks.features.
 train_features`: size, kind, missingness, skew, landmarks; never a validation or private
 label); any other context gets what its words say
@@ -45,7 +46,7 @@ TASK_COLUMNS: tuple[str, ...] = (
 )
 """The task features the model reads (names of :data:`~wmrl_env.envs.ml_tasks.features.
 TASK_FEATURE_NAMES`)."""
-_TASK_LINE = re.compile(r"Task (?P<task_id>hr_[A-Za-z0-9_]+_s\d+):")
+_TASK_LINE = re.compile(r"Task (?P<task_id>(?:hr_[A-Za-z0-9_]+_s\d+|rd_[A-Za-z0-9_]+)):")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -66,10 +67,10 @@ def _vector(text: str) -> np.ndarray:
 
 def _generated_task_features(task_id: str, text: str) -> np.ndarray | None:
     from wmrl_env.envs.ml_tasks.features import train_features
-    from wmrl_env.envs.ml_tasks.headroom import headroom_task
+    from wmrl_env.envs.ml_tasks.pool_tasks import private_test_task
 
     try:
-        task = headroom_task(task_id)
+        task = private_test_task(task_id)
     except ValueError:
         return None
     if task.description != text:
