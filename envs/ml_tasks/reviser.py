@@ -22,12 +22,14 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .programs import CAPACITIES, MODELS, PREPROCESSINGS, ProgramSpec
 from .turns import TurnReport, parse_report
 
-__all__ = ["ScriptedReviser", "fix_for_error", "neighbours"]
+__all__ = ["ScriptedReviser", "fix_for_error", "neighbours", "play_episode"]
 
 _NEIGHBOUR_ORDER = ("capacity", "model", "preprocessing")
 _OPTIONS = {"preprocessing": PREPROCESSINGS, "model": MODELS, "capacity": CAPACITIES}
@@ -134,3 +136,22 @@ def neighbours(spec: ProgramSpec) -> list[ProgramSpec]:
 def _with(spec: ProgramSpec, **changes: str) -> ProgramSpec:
     fields = {"preprocessing": spec.preprocessing, "model": spec.model, "capacity": spec.capacity}
     return ProgramSpec(**(fields | changes))
+
+
+def play_episode(env: Any, reviser: ScriptedReviser, *, seed: int) -> list[tuple[Any, ...]]:
+    """Play one episode of ``env`` (a multi-turn env) with ``reviser`` from ``seed``; returns
+    every ``step`` result ``(observation, reward, terminated, truncated, info)`` in order.
+
+    Example:
+        >>> from wmrl_env.envs.ml_tasks.multiturn import MLTaskMultiTurnEnv
+        >>> env = MLTaskMultiTurnEnv(tasks=["iris"], executor="replay", max_turns=2)
+        >>> steps = play_episode(env, ScriptedReviser(seed=0), seed=0)
+        >>> 1 <= len(steps) <= 2 and steps[-1][2]
+        True
+    """
+    observation, _ = env.reset(seed=seed)
+    steps: list[tuple[Any, ...]] = []
+    while not steps or not steps[-1][2]:
+        steps.append(env.step(reviser.act(observation)))
+        observation = steps[-1][0]
+    return steps

@@ -19,6 +19,7 @@ from wmrl_env.envs.ml_tasks import (
     ScriptedReviser,
     load_table,
 )
+from wmrl_env.envs.ml_tasks.reviser import play_episode
 from wmrl_env.envs.ml_tasks.turns import TurnReport, parse_report, render_report
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.sandboxes.replay import ReplayExecutor
@@ -192,12 +193,7 @@ def test_reviser_improves_on_its_first_turn_on_heldout_tasks() -> None:
     for i, task in enumerate(HELDOUT_TASKS):
         env = MLTaskMultiTurnEnv(tasks=[task], executor="replay", max_turns=4, reward="final")
         for seed in range(5):
-            reviser = ScriptedReviser(seed=seed)
-            observation, _ = env.reset(seed=seed)
-            steps = []
-            while not steps or not steps[-1][2]:
-                steps.append(env.step(reviser.act(observation)))
-                observation = steps[-1][0]
+            steps = play_episode(env, ScriptedReviser(seed=seed), seed=seed)
             first = steps[0][4]["score"]
             gains[i, seed] = steps[-1][1] - (0.0 if first is None else first)
         env.close()
