@@ -437,7 +437,7 @@ def test_tiny_pertask_regime_on_replay(tmp_path) -> None:
     from wmrl_env.bench.pertask_config import PerTaskConfig
 
     config = PerTaskConfig(
-        heldout_tasks=4, world_model="random", seeds=2, rounds=8, group_size=4,
+        suite="v1", heldout_tasks=4, world_model="random", seeds=2, rounds=8, group_size=4,
         anchor_fraction=0.5, learning_rates=(0.3, 3.0), budgets=(2, 4), quality_weights=(1.0,),
         bootstrap=200, out=str(tmp_path),
     )  # fmt: skip

@@ -79,7 +79,7 @@ def test_the_arms_read_the_private_score_of_their_best_by_validation_program() -
         assert all(g in set(row) for g, row in zip(greedy, bank.private.tolist(), strict=True))
 
 
-def test_the_pool_suite_runs_every_arm_with_world_model_v4() -> None:
+def test_the_pool_suite_is_the_default_with_world_model_v4_and_a_factorized_policy() -> None:
     from wmrl_env.cli.bench import _world_model_text, pertask_config_from_args, register
 
     assert PerTaskConfig(suite="pool", arms=("real", "wmrl")).arms == ("real", "wmrl")
@@ -89,13 +89,17 @@ def test_the_pool_suite_runs_every_arm_with_world_model_v4() -> None:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     quick = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool"]))
-    assert quick.arms == ("real", "anchors", "wm", "wmrl", "ppi") and quick.policy == "tabular"
+    assert quick.arms == ("real", "anchors", "wm", "wmrl", "ppi") and quick.policy == "factorized"
     assert _world_model_text(quick) == "v4"
     full = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool", "--full"]))
     assert "debias" in full.arms and full.quality_weights == (0.5, 0.75, 0.9, 1.0)
     default = pertask_config_from_args(parser.parse_args(["bench"]))
-    assert default.suite == "v1" and "wmrl" in default.arms
-    assert _world_model_text(default) == "default"
+    assert (default.suite, default.policy) == ("pool", "factorized") and "wmrl" in default.arms
+    assert _world_model_text(default) == "v4"
+    first = pertask_config_from_args(parser.parse_args(["bench", "--suite", "v1"]))
+    assert (first.suite, first.policy, _world_model_text(first)) == ("v1", "tabular", "v3")
+    tabular = parser.parse_args(["bench", "--policy", "tabular"])
+    assert pertask_config_from_args(tabular).policy == "tabular"
     args = parser.parse_args(["bench", "--suite", "pool", "--arms", "real", "ppi"])
     assert pertask_config_from_args(args).arms == ("real", "ppi")
     args = parser.parse_args(["bench", "--policy", "factorized"])
@@ -142,6 +146,9 @@ def test_tiny_pool_bench_writes_private_readings(tmp_path) -> None:
     assert results["arms"]["real"]["real_executions_per_task"] == 6 * 4
     assert "every score on the private test" in result.markdown
     assert "Quality curve" in result.markdown
+    ceiling = results["noise_ceiling"]
+    assert list(ceiling) == results["tasks"] and all(-1 <= v <= 1 for v in ceiling.values())
+    assert f"| {results['tasks'][0]} | {ceiling[results['tasks'][0]]:.3f} |" in result.markdown
     before = (tmp_path / "runs.jsonl").read_text()
     run_pertask_bench(config)
     assert (tmp_path / "runs.jsonl").read_text() == before

@@ -249,3 +249,16 @@ def test_the_cli_on_the_pool_table_measures_v4(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit, match="no pool table"):
         bad = parser().parse_args(["fidelity", "--pool", str(tmp_path / "x.jsonl")])
         bad.func(bad)
+
+
+def test_the_cli_default_is_world_model_v4_on_the_pool_suite(tmp_path) -> None:
+    args = parser().parse_args(["fidelity", "--no-plot", "--out", str(tmp_path)])
+    assert args.func(args) == 0
+    report = json.loads((tmp_path / "fidelity.json").read_text())
+    assert report["world_model"] == "OpenSpaceWorldModel"
+    assert report["source"].startswith("pool table pool_v2.jsonl")
+    first = parser().parse_args(["fidelity", "--split", "heldout", "--no-plot", "--out",
+                                 str(tmp_path / "v1")])  # fmt: skip
+    assert first.func(first) == 0
+    report = json.loads((tmp_path / "v1" / "fidelity.json").read_text())
+    assert report["world_model"] == "ProgramProfileWorldModel"

@@ -161,7 +161,7 @@ def run_pertask_bench(
                 run("quality", arm, s, rate, spec, f"{arm}@{spec}") for s in range(config.seeds)
             )
     if config.suite == "pool":
-        from wmrl_env.bench.pool_suite import pool_lines
+        from wmrl_env.bench.pool_suite import noise_ceiling, pool_lines
 
         say(
             "reference lines on private scores: the pool's best, validation, random and "
@@ -169,6 +169,7 @@ def run_pertask_bench(
         )
         search_seeds = min(3, config.seeds) if config.world_model == "random" else 1
         raw_lines = pool_lines(bank, config.budgets, world_model=make, search_seeds=search_seeds)
+        ceiling = dict(zip(bank.task_ids, noise_ceiling(bank).tolist(), strict=True))
     else:
         say("reference lines: search with and without the world model")
         from wmrl_env.bench.search import reference_lines
@@ -177,6 +178,7 @@ def run_pertask_bench(
         # the default and dialled world models are deterministic: one search run says it all
         search_seeds = min(3, config.seeds) if config.world_model == "random" else 1
         raw_lines = reference_lines(bank, make, config.budgets, train, seeds=search_seeds)
+        ceiling = {}
     lines = {name: bootstrap_mean(values[None, :], config.bootstrap) for name, values in
              raw_lines.items()}  # fmt: skip
     summary = summarise_pertask(
@@ -184,6 +186,8 @@ def run_pertask_bench(
     )
     quality = quality_curve(summary, quality_runs, runs, config, bank.num_tasks)
     text = markdown(summary, lines, config.budgets, rates, _scale(config))
+    if ceiling:
+        text += "\n\n" + ceiling_markdown(ceiling)
     text += "\n\n" + quality_markdown(quality, config.budgets[-1])
     text += "\n\n" + sweep_markdown(sweep, rates)
     seconds = time.perf_counter() - start
@@ -195,6 +199,7 @@ def run_pertask_bench(
         "rates": rates,
         "sweep": {arm: {f"{r:g}": v for r, v in s.items()} for arm, s in sweep.items()},
         "reference_lines": {name: _pair(value) for name, value in lines.items()},
+        "noise_ceiling": ceiling,
         "arms": summary,
         "quality_curve": quality,
         "bench_seconds": seconds,
@@ -257,6 +262,23 @@ def quality_curve(
                 ),
             })  # fmt: skip
     return points
+
+
+def ceiling_markdown(ceiling: dict[str, float]) -> str:
+    """The noise ceiling: each task's validation-private Spearman over its pool, and their
+    mean (tasks where it is undefined left out)."""
+    values = np.array(list(ceiling.values()), dtype=float)
+    out = [
+        "Noise ceiling (within-task Spearman between the pool's validation and private scores: "
+        "how well the reward itself ranks what a user deploys; a failed execution is 0 in "
+        "both): mean "
+        f"{np.nanmean(values):.3f} over {int(np.isfinite(values).sum())} tasks",
+        "",
+        "| task | Spearman |",
+        "|---|---|",
+    ]
+    out += [f"| {task} | {value:.3f} |" for task, value in ceiling.items()]
+    return "\n".join(out)
 
 
 def quality_markdown(points: list[dict], budget: int) -> str:

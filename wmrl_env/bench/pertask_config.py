@@ -14,8 +14,10 @@ Example:
     ('balanced', 'sgd', (8, 16, 32))
     >>> PerTaskConfig(world_model="mix:0.5").mix_weight
     0.5
-    >>> PerTaskConfig.quick(suite="pool").arms
-    ('real', 'anchors', 'wm', 'wmrl', 'ppi')
+    >>> PerTaskConfig.quick().suite, PerTaskConfig.quick().policy
+    ('pool', 'factorized')
+    >>> PerTaskConfig.quick(suite="v1").policy
+    'tabular'
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ SUITE_WORLD_MODELS = {"v1": None, "pool": "v4"}
 """the ML world model each suite's arms use: the v1 suite the package default, the pool
 suite v4 (the one that reads any program of the open space, pretrained on generated tasks
 of other seeds than the held-out ones)"""
+SUITE_POLICIES = {"v1": "tabular", "pool": "factorized"}
+"""each suite's default policy: the first suite keeps the tabular policy its figures were
+measured with; the pool suite's is parametric over the grammar's slots, so one execution
+teaches the policy about every program that shares a choice"""
 
 
 @dataclass
@@ -82,15 +88,16 @@ class PerTaskConfig:
     truth: the reward, validation scores in the pool suite)"""
     optimizer: str = "sgd"
     """"sgd" or "adam" for the per-task policies"""
-    policy: str = "tabular"
-    """"tabular" (one logit per program) or "factorized" (a logit summed over the program's
+    policy: str = "default"
+    """"tabular" (one logit per program), "factorized" (a logit summed over the program's
     components: preprocessing x model x capacity in the v1 suite, the grammar's slots in
-    the pool suite)"""
-    suite: str = "v1"
-    """"v1": the held-out tasks of the first suite, rewards and readings on the execution
-    table's test scores; "pool": the second suite's generated tasks replayed from the pool
-    table (each task's policy restricted to the pool's programs), rewards on validation
-    scores, every reading on private-test scores; its world model is v4"""
+    the pool suite) or "default" (the suite's, :data:`SUITE_POLICIES`)"""
+    suite: str = "pool"
+    """"pool" (default): the second suite's held-out tasks (generated and real-data) replayed
+    from the pool tables (each task's policy restricted to the pool's programs), rewards on
+    validation scores, every reading on private-test scores, world model v4; "v1": the
+    held-out tasks of the first suite, rewards and readings on the execution table's test
+    scores"""
     learning_rates: tuple[float, ...] = (0.3, 1.0, 3.0)
     """the sweep: each arm runs at the rate of this grid that scores best on the tuning seeds"""
     common_rate: bool = True
@@ -140,10 +147,12 @@ class PerTaskConfig:
                 "screening 'top' cannot run the ppi arm: members left out with probability 0 "
                 "have no unbiased correction; use screening 'pps' or leave ppi out"
             )
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.suite not in SUITES:
             raise ValueError(f"suite must be one of {SUITES}, got {self.suite!r}")
+        if self.policy == "default":
+            self.policy = SUITE_POLICIES[self.suite]
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         parse_world_model(self.world_model)  # raises on a bad spec

@@ -14,7 +14,9 @@ program, the uniform policy, exhaustive validation search over the pool and rand
 (each deploying its best-by-validation program), the best constant program (per task, the
 program with the best mean validation score over the *other* tasks) and, given a world
 model, its zero-shot pick and world-model-guided search (deploying its best-by-validation
-program).
+program). :func:`noise_ceiling` is each task's within-task Spearman between validation and
+private scores over its pool: how well even an exact model of the reward ranks what a user
+deploys.
 
 Example:
     >>> import numpy as np
@@ -27,6 +29,8 @@ Example:
     [0.7, 0.6]
     >>> lines["best constant program, chosen on the other tasks' validation scores"].tolist()
     [1.0, 0.0]
+    >>> noise_ceiling(bank).round(3).tolist()
+    [0.5, 0.5]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 
 from wmrl_env.bench.bank import TaskBank, greedy_scores
 from wmrl_env.bench.search import random_search, world_model_search
+from wmrl_env.fusion.calibration import spearman
 
 
 def default_pool_table() -> Path:
@@ -139,3 +144,11 @@ def pool_lines(
         for budget, values in found.items():
             lines[f"world-model search@{budget}"] = values
     return lines
+
+
+def noise_ceiling(bank: TaskBank) -> np.ndarray:
+    """Per task, the Spearman correlation of the pool's validation and private scores (NaN
+    where either is constant)."""
+    if bank.private is None:
+        raise ValueError("the noise ceiling needs the bank's private scores")
+    return np.array([spearman(v, p) for v, p in zip(bank.scores, bank.private, strict=True)])

@@ -105,18 +105,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--suite",
         choices=SUITES,
-        help="pertask: v1 (default): the first suite's held-out tasks, 72 programs, rewards "
-        "and readings on the execution table's test scores; pool: the generated tasks of the "
-        "pool table, rewards on validation scores, every reading on the private test, the "
-        "policies restricted to the pool's programs, world model v4 (it reads any program of "
-        "the open space)",
+        help="pertask: pool (default): the second suite's held-out tasks (generated and "
+        "real-data), 152 programs of an open space per task, rewards on validation scores, "
+        "every reading on the private test, world model v4 (it reads any program of the open "
+        "space); v1: the first suite's held-out tasks, 72 programs, rewards and readings on "
+        "the execution table's test scores, world model v3",
     )
     parser.add_argument(
         "--policy",
         choices=POLICIES,
-        help="pertask: each task's policy: tabular (default; one logit per program) or "
-        "factorized (a logit summed over the program's components, so one execution moves "
-        "every program that shares one)",
+        help="pertask: each task's policy: factorized (the pool suite's default; a logit "
+        "summed over the program's components, so one execution moves every program that "
+        "shares one) or tabular (the v1 suite's default; one logit per program)",
     )
     parser.add_argument(
         "--screening",
@@ -358,8 +358,8 @@ def run_pertask(args: argparse.Namespace) -> int:
 
 
 def _world_model_text(config: PerTaskConfig) -> str:
-    if config.suite == "pool" and config.world_model == "default":
-        return "v4"
+    if config.world_model == "default":
+        return "v4" if config.suite == "pool" else "v3"
     return config.world_model
 
 

@@ -1,9 +1,9 @@
 """``wmrl fidelity``: measure a world model against held-out real executions.
 
 Examples:
-    $ wmrl fidelity --out runs/fidelity                      # v3 on the suite's held-out tasks
+    $ wmrl fidelity --out runs/fidelity                      # v4 on the pool suite's tasks
     $ wmrl fidelity --log runs/log.sqlite --out runs/fid     # on your own executions
-    $ wmrl fidelity --pool --out runs/fid-pool               # v4 on the second suite's pool
+    $ wmrl fidelity --split heldout --out runs/fid-v1        # v3 on the first suite
     $ wmrl fidelity --world-model mypkg.models:make --log runs/log.sqlite --anchors 1
 """
 
@@ -32,9 +32,9 @@ def register(subparsers: Any) -> None:
     source.add_argument("--log", default=None, help="an SQLite execution log (wmrl_env.store)")
     source.add_argument(
         "--split",
-        default="heldout",
-        help="the ML suite's split(s) whose execution-table rows to use (default: heldout; "
-        "used when --log is not given)",
+        default=None,
+        help="the first ML suite's split(s) whose execution-table rows to use (e.g. heldout; "
+        "world model v3 by default)",
     )
     source.add_argument(
         "--pool",
@@ -42,17 +42,17 @@ def register(subparsers: Any) -> None:
         const="",
         default=None,
         metavar="TABLE",
-        help="a pool table of the second suite (JSON lines; without a path: the committed "
-        "one, its held-out tasks), scored as the pool suite rewards: the validation score "
-        "normalised per task",
+        help="a pool table of the second suite (JSON lines; without a path, and the default "
+        "when neither --log nor --split is given: the committed one, its generated held-out "
+        "tasks), scored as the pool suite rewards: the validation score normalised per task",
     )
     parser.add_argument("--run-id", default=None, help="with --log: only this run's rows")
     parser.add_argument(
         "--world-model",
         default=None,
-        help="'v3' (the default ML world model), 'v2', 'v4' (reads any program of the open "
-        "space), or 'module:function' returning a world model with predict_outcomes "
-        "(default: v4 with --pool, else v3)",
+        help="'v4' (reads any program of the open space), 'v3', 'v2', or 'module:function' "
+        "returning a world model with predict_outcomes (default: v4 on a pool table, v3 on the "
+        "first suite's splits and on a log, whose tasks are the first suite's by default)",
     )
     parser.add_argument("--group-size", type=int, default=8, help="GRPO group size (8)")
     parser.add_argument(
@@ -112,17 +112,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.log:
             cases = log_cases(args.log, run_id=args.run_id)
-        elif args.pool is not None:
-            cases = pool_cases(args.pool or None)
-        else:
+        elif args.split is not None:
             cases = suite_cases(args.split)
+        else:
+            cases = pool_cases(args.pool or None)
+        pool = not args.log and args.split is None
     except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(str(exc)) from exc
     curve, source = HEADLINE_CURVE, HEADLINE_SOURCE
     if args.quality_curve:
         curve, source = curve_from_results(args.quality_curve), args.quality_curve
     result = measure(
-        load_world_model(args.world_model or ("v4" if args.pool is not None else "v3")),
+        load_world_model(args.world_model or ("v4" if pool else "v3")),
         cases,
         group_size=args.group_size,
         anchor_groups=args.anchors,
