@@ -91,7 +91,9 @@ def test_the_pool_suite_is_the_default_with_world_model_v4_and_a_factorized_poli
     quick = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool"]))
     assert quick.arms == ("real", "anchors", "wm", "wmrl", "ppi") and quick.policy == "factorized"
     assert _world_model_text(quick) == "v4"
+    assert quick.rounds == 60 and PerTaskConfig.quick(suite="v1").rounds == 40
     full = pertask_config_from_args(parser.parse_args(["bench", "--suite", "pool", "--full"]))
+    assert full.rounds == 120 and PerTaskConfig.full(suite="v1").rounds == 80
     assert "debias" in full.arms and full.quality_weights == (0.5, 0.75, 0.9, 1.0)
     default = pertask_config_from_args(parser.parse_args(["bench"]))
     assert (default.suite, default.policy) == ("pool", "factorized") and "wmrl" in default.arms

@@ -181,17 +181,24 @@ class PerTaskConfig:
     def quick(cls, **overrides) -> PerTaskConfig:
         """The README's main job: every held-out task, 5 seeds, budgets up to 32 executions
         per task, the arms ``real``, ``anchors``, ``wm``, ``wmrl`` and ``ppi`` (minutes on 2
-        cores)."""
-        settings = dict(arms=("real", "anchors", "wm", "wmrl", "ppi"))
+        cores); 40 rounds on the first suite, 60 on the pool suite (its anchored arms reach
+        32 executions per task)."""
+        suite = overrides.get("suite", cls.suite)
+        settings = dict(
+            arms=("real", "anchors", "wm", "wmrl", "ppi"), rounds=60 if suite == "pool" else 40
+        )
         return cls(**{**settings, **overrides})
 
     @classmethod
     def full(cls, **overrides) -> PerTaskConfig:
         """The headline: every arm, 6 seeds, budgets up to 64 executions per task, a wider
-        rate sweep and the quality curve (world models mix:0.5 / 0.75 / 0.9 / 1)."""
+        rate sweep and the quality curve (world models mix:0.5 / 0.75 / 0.9 / 1); 80 rounds on
+        the first suite's 39 tasks, 120 on the pool suite's 14 (one anchor group a round
+        there, so the anchored arms reach 64 executions per task)."""
+        suite = overrides.get("suite", cls.suite)
         settings = dict(
             seeds=6,
-            rounds=80,
+            rounds=120 if suite == "pool" else 80,
             budgets=(8, 16, 32, 64),
             learning_rates=(0.3, 1.0, 3.0, 10.0),
             quality_weights=(0.5, 0.75, 0.9, 1.0),

@@ -78,7 +78,8 @@ def step_variance(step: Any, rows: np.ndarray) -> np.ndarray | None:
     none or a NaN, infinite or negative one (an unusable std is not passed on).
 
     >>> from wmrl_env.world_models.base import StepPrediction
-    >>> step = StepPrediction(np.zeros((2, 1)), np.zeros(2), np.zeros(2, bool), np.array([0.5, 2.0]))
+    >>> std = np.array([0.5, 2.0])
+    >>> step = StepPrediction(np.zeros((2, 1)), np.zeros(2), np.zeros(2, bool), std)
     >>> step_variance(step, np.array([True, False])).tolist()
     [0.25]
     """
