@@ -11,7 +11,13 @@ import pytest
 
 from wmrl_env.bench.bank import TaskBank
 from wmrl_env.bench.pertask_config import PerTaskConfig
-from wmrl_env.bench.pool_suite import default_pool_tables, pool_bank, pool_lines
+from wmrl_env.bench.pool_suite import (
+    default_pool_tables,
+    default_pretraining_table,
+    pool_bank,
+    pool_lines,
+    pretraining_constant,
+)
 from wmrl_env.bench.search import random_search
 
 
@@ -48,6 +54,31 @@ def test_the_committed_pool_reads_as_the_pool_report_does() -> None:
         assert constant[t] == pytest.approx(report[task_id]["best_constant"])
     with pytest.raises(ValueError, match="not in the pool tables"):
         pool_bank(task_ids=("hr_missing_s9",))
+
+
+def test_the_best_constant_is_chosen_on_the_pretraining_tasks_only() -> None:
+    """The bench's constant program is the shared program with the best mean validation
+    score over the pretraining table; no held-out score moves the pick, and the line reads
+    that one program's private score on every task."""
+    from dataclasses import replace
+
+    from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
+    from wmrl_env.envs.ml_tasks.pool import read_pool
+    from wmrl_env.envs.ml_tasks.pool_report import normalised_scores
+
+    bank = pool_bank()
+    pick = pretraining_constant(bank)
+    by_task, programs, valid, _ = normalised_scores(read_pool(default_pretraining_table()))
+    mean = dict(zip(programs, np.mean([valid[t] for t in by_task], axis=0), strict=True))
+    shared = {p: mean[p] for p in programs if GrammarProgram.from_id(p).choices in bank.choices}
+    best = max(shared, key=shared.get)
+    assert 0 < len(shared) < bank.num_programs
+    assert bank.choices[pick] == GrammarProgram.from_id(best).choices
+    shuffled = replace(bank, scores=np.random.default_rng(0).permuted(bank.scores, axis=1))
+    assert pretraining_constant(shuffled) == pick
+    lines = pool_lines(bank, (16,), seeds=10, constant=pick)
+    line = lines["best constant program, chosen on the pretraining tasks' validation scores"]
+    assert line == pytest.approx(bank.private[:, pick])
 
 
 def test_random_search_deploys_its_best_by_validation_program() -> None:

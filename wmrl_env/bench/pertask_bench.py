@@ -161,14 +161,20 @@ def run_pertask_bench(
                 run("quality", arm, s, rate, spec, f"{arm}@{spec}") for s in range(config.seeds)
             )
     if config.suite == "pool":
-        from wmrl_env.bench.pool_suite import noise_ceiling, pool_lines
+        from wmrl_env.bench.pool_suite import noise_ceiling, pool_lines, pretraining_constant
 
         say(
             "reference lines on private scores: the pool's best, validation, random and "
             "world-model search"
         )
         search_seeds = min(3, config.seeds) if config.world_model == "random" else 1
-        raw_lines = pool_lines(bank, config.budgets, world_model=make, search_seeds=search_seeds)
+        raw_lines = pool_lines(
+            bank,
+            config.budgets,
+            world_model=make,
+            search_seeds=search_seeds,
+            constant=pretraining_constant(bank),
+        )
         ceiling = dict(zip(bank.task_ids, noise_ceiling(bank).tolist(), strict=True))
     else:
         say("reference lines: search with and without the world model")

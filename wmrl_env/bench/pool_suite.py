@@ -11,8 +11,9 @@ program of it).
 
 :func:`pool_lines` gives the reference lines, all read on private scores: the pool's best
 program, the uniform policy, exhaustive validation search over the pool and random search
-(each deploying its best-by-validation program), the best constant program (per task, the
-program with the best mean validation score over the *other* tasks) and, given a world
+(each deploying its best-by-validation program), the best constant program (the program
+with the best mean validation score over the pretraining tasks, :func:`pretraining_constant`;
+without one, per task the best over the *other* tasks) and, given a world
 model, its zero-shot pick and world-model-guided search (deploying its best-by-validation
 program). :func:`noise_ceiling` is each task's within-task Spearman between validation and
 private scores over its pool: how well even an exact model of the reward ranks what a user
@@ -62,6 +63,36 @@ def _data_dir() -> Path:
     from wmrl_env.envs import ml_tasks
 
     return Path(ml_tasks.__file__).resolve().parent / "data"
+
+
+def default_pretraining_table() -> Path:
+    """The committed pool table of the world model's pretraining tasks (generated tasks of
+    other seeds than the held-out ones)."""
+    return _data_dir() / "pool_pretrain_v1.jsonl"
+
+
+def pretraining_constant(bank: TaskBank, path: str | os.PathLike[str] | None = None) -> int:
+    """The index, among ``bank``'s programs, of the one program with the best mean
+    normalised validation score over the pretraining tasks at ``path`` (default:
+    :func:`default_pretraining_table`), among the programs both hold: the constant program
+    a user would pick before seeing any held-out task."""
+    from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
+    from wmrl_env.envs.ml_tasks.pool import read_pool
+    from wmrl_env.envs.ml_tasks.pool_report import normalised_scores
+
+    rows = read_pool(Path(path) if path is not None else default_pretraining_table())
+    by_task, programs, valid, _ = normalised_scores(rows)
+    mean = np.mean([valid[t] for t in by_task], axis=0)
+    where = {_choice_key(GrammarProgram.from_id(p).choices): i for i, p in enumerate(programs)}
+    shared = [(p, where[_choice_key(c)]) for p, c in enumerate(bank.choices)
+              if _choice_key(c) in where]  # fmt: skip
+    if not shared:
+        raise ValueError("the bank and the pretraining table share no program")
+    return max(shared, key=lambda pair: mean[pair[1]])[0]
+
+
+def _choice_key(choices: Any) -> str:
+    return repr(sorted(choices.items()))
 
 
 def pool_bank(
@@ -114,26 +145,31 @@ def pool_lines(
     seeds: int = 2000,
     world_model: Callable[[int], Any] | None = None,
     search_seeds: int = 1,
+    constant: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Line name -> per-task private scores (see the module doc); random search is the mean
     over ``seeds`` draws of ``B`` distinct programs per task; ``world_model`` (seed -> a
-    fresh world model) adds its zero-shot pick and its search (``search_seeds`` runs)."""
+    fresh world model) adds its zero-shot pick and its search (``search_seeds`` runs);
+    ``constant`` is the best constant program's index when chosen elsewhere (e.g.
+    :func:`pretraining_constant`)."""
     if bank.private is None:
         raise ValueError("the pool's reference lines need the bank's private scores")
     valid, private = bank.scores, bank.private
     rows = np.arange(bank.num_tasks)
-    constant = np.empty(bank.num_tasks)
-    for t in rows:
-        others = np.delete(valid, t, axis=0)
-        pick = int(np.argmax(others.mean(axis=0))) if len(others) else 0
-        constant[t] = private[t, pick]
+    if constant is None:
+        constant_name = "best constant program, chosen on the other tasks' validation scores"
+        picks = [int(np.argmax(np.delete(valid, t, axis=0).mean(axis=0))) if len(valid) > 1
+                 else 0 for t in rows]  # fmt: skip
+    else:
+        constant_name = "best constant program, chosen on the pretraining tasks' validation scores"
+        picks = [constant] * bank.num_tasks
     lines = {
         "pool's best program (the pool's, not the space's)": private.max(axis=1),
         "uniform policy (expected) = untrained policy, ties at random": private.mean(axis=1),
         f"exhaustive validation search over the pool ({bank.num_programs} executions)": (
             private[rows, valid.argmax(axis=1)]
         ),
-        "best constant program, chosen on the other tasks' validation scores": constant,
+        constant_name: private[rows, picks],
     }
     for budget, values in random_search(valid, budgets, seeds=seeds, deploy=private).items():
         lines[f"random search@{budget}"] = values
