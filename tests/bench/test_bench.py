@@ -409,10 +409,20 @@ def test_pertask_config_and_cli() -> None:
     assert PerTaskConfig().execute_per_group == 0 and PerTaskConfig().screening == "pps"
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "--screening", "best"])
+    assert PerTaskConfig().gate_scope == "pooled"
+    args = parser.parse_args(["bench", "--gate-scope", "cluster"])
+    assert pertask_config_from_args(args).gate_scope == "cluster"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--gate-scope", "task"])
+    with pytest.raises(ValueError, match="--regime pertask"):
+        config_from_args(
+            parser.parse_args(["bench", "--regime", "crosstask", "--gate-scope", "cluster"])
+        )
     for bad, message in (
         ({"execute_per_group": 8}, "execute_per_group"),
         ({"execute_per_group": -1}, "execute_per_group"),
         ({"ucb_kappa": -1.0}, "ucb_kappa"),
+        ({"gate_scope": "task"}, "gate_scope"),
         ({"execute_per_group": 2, "screening": "top"}, "ppi"),  # the default arms hold ppi
     ):
         with pytest.raises(ValueError, match=message):

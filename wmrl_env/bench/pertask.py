@@ -210,7 +210,12 @@ def run_arm(
     fused_anchors = fused_anchor_tasks(num_anchors, num_tasks, group_size, keep)
     by_upper = config.anchor_draw in ("ucb", "balanced-ucb")
     plain_draw = {"ucb": "random", "balanced-ucb": "balanced"}.get(config.anchor_draw)
-    fusion = RewardFusion(method=method, anchor_fraction=config.anchor_fraction, seed=seed)
+    fusion = RewardFusion(
+        method=method,
+        anchor_fraction=config.anchor_fraction,
+        gate_scope=config.gate_scope,
+        seed=seed,
+    )
     engine = round_engine(fusion, config, rng, keep)
     executions = np.zeros(num_tasks, dtype=np.int64)
     best = np.full(num_tasks, -np.inf)  # best reward executed, and its deploy score

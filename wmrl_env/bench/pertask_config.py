@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from wmrl_env.bench.config import ARMS
 from wmrl_env.bench.factorized import POLICIES
 from wmrl_env.bench.tabular import OPTIMIZERS
+from wmrl_env.fusion.validation import GATE_SCOPES
 
 ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random", "ucb", "balanced-ucb")
 SCREENINGS: tuple[str, ...] = ("pps", "top")
@@ -80,6 +81,10 @@ class PerTaskConfig:
     screening: str = "pps"
     """"pps": members drawn by PPS within the group with exact probabilities (PPI stays
     unbiased); "top": the highest upper bounds (deterministic; ppi refuses it)"""
+    gate_scope: str = "pooled"
+    """the fused arms' evidence gate (:class:`~wmrl_env.fusion.RewardFusion`'s
+    ``gate_scope``): "pooled", one world-model weight bounded on every task's anchors; or
+    "cluster", each task's weight from its own anchors (each task has its own policy here)"""
     heldout_tasks: int = 0
     """a fixed sample of this many held-out tasks (0: all of them)"""
     world_model: str = "default"
@@ -147,6 +152,8 @@ class PerTaskConfig:
                 "screening 'top' cannot run the ppi arm: members left out with probability 0 "
                 "have no unbiased correction; use screening 'pps' or leave ppi out"
             )
+        if self.gate_scope not in GATE_SCOPES:
+            raise ValueError(f"gate_scope must be one of {GATE_SCOPES}, got {self.gate_scope!r}")
         if self.suite not in SUITES:
             raise ValueError(f"suite must be one of {SUITES}, got {self.suite!r}")
         if self.policy == "default":

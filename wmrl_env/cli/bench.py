@@ -19,6 +19,7 @@ from wmrl_env.bench.pertask_config import (
 )
 from wmrl_env.bench.robotics.config import ROBOT_ARMS, SUCCESS_PREDICTORS, RobotBenchConfig
 from wmrl_env.bench.tabular import OPTIMIZERS
+from wmrl_env.fusion.validation import GATE_SCOPES
 from wmrl_env.wrappers.shadows import SHADOWS
 
 # flag -> (type, help); unset flags keep the preset's value
@@ -126,6 +127,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "PPI unbiased) or top (the highest upper bounds; biased, refused with ppi)",
     )
     parser.add_argument(
+        "--gate-scope",
+        choices=GATE_SCOPES,
+        help="pertask: the fused arms' evidence gate: pooled (default; one world-model weight "
+        "from every task's anchors) or cluster (each task's weight from its own anchors)",
+    )
+    parser.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
         help="the policy's optimizer: pertask's tabular policies (default sgd) or crosstask's "
@@ -204,7 +211,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening", "suite", "policy")
+PERTASK_ONLY = (*PERTASK_OVERRIDES, *PERTASK_LISTS, "anchor_draw", "screening", "suite", "policy",
+                "gate_scope")  # fmt: skip
 ROBOT_ONLY = (*ROBOT_OVERRIDES, "success_predictor", "shadow", "fusion_option")
 
 

@@ -11,6 +11,7 @@ from wmrl_env.fusion.anchors import (
     uncertainty_priorities,
 )
 from wmrl_env.fusion.calibration import CalibrationMap, CalibrationUpdate, OnlineCalibrator
+from wmrl_env.fusion.cluster_gate import ClusterGates
 from wmrl_env.fusion.gate import WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights
@@ -26,6 +27,7 @@ __all__ = [
     "AnchorFit",
     "CalibrationMap",
     "CalibrationUpdate",
+    "ClusterGates",
     "FusionOutput",
     "GapMonitor",
     "GroupIndex",

@@ -95,6 +95,29 @@ def select_anchor_groups(
     return chosen, pi
 
 
+def draw_for_method(
+    method: str,
+    num_groups: int,
+    fraction: float,
+    minimum: int,
+    rng: np.random.Generator,
+    priorities: np.ndarray | None = None,
+    uniform_mix: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(chosen, pi)`` per group under ``method``: every group for ``"real"``, none for
+    ``"wm"``, else :func:`select_anchor_groups` of :func:`num_anchor_groups` groups.
+
+    >>> draw_for_method("real", 3, 0.1, 1, np.random.default_rng(0))[1].tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if method == "real":
+        return np.ones(num_groups, dtype=bool), np.ones(num_groups)
+    if method == "wm":
+        return np.zeros(num_groups, dtype=bool), np.zeros(num_groups)
+    n_anchor = num_anchor_groups(num_groups, fraction, minimum)
+    return select_anchor_groups(num_groups, n_anchor, rng, priorities, uniform_mix)
+
+
 def _known_mask(known: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
     if known is None:
         return np.zeros(shape, dtype=bool)

@@ -155,6 +155,10 @@ class WorldModelGate:
         """Clusters with evidence in the pool."""
         return self._pool.num_clusters
 
+    def weights_for(self, clusters: Any) -> float:
+        """The weight of a sample of any cluster: one for all (see ``ClusterGates``)."""
+        return self.weight
+
     def update(
         self,
         real: np.ndarray,
@@ -229,6 +233,8 @@ class WorldModelGate:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("scope") == "cluster":
+            raise ValueError("this state is a per-cluster gate's: build the fusion with that scope")
         self._pool = ClusterPool(self.decay, columns=4)
         if "pool" in state:
             self._pool.load_state_dict(state["pool"], _hashable)

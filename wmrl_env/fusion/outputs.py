@@ -65,7 +65,7 @@ def step_metrics(
     fit: AnchorFit | None,
     residuals: np.ndarray,
     rewards: np.ndarray,
-    lam: float,
+    lam: float | np.ndarray,
     step: int,
     kappa: KappaEstimator,
     gate: WorldModelGate,
@@ -78,7 +78,8 @@ def step_metrics(
     (window), ``calibration_fallback`` and ``calibration_reason``, ``residual_mse``
     (cross-fitted, this step's anchors), ``residual_var``/``real_var`` (within-group),
     ``kappa``, ``kappa_raw``, ``wm_weight`` (the world model's weight ``lam`` used this
-    step), ``wm_weight_estimate`` / ``wm_weight_se`` (the pooled slope behind the next
+    step; with a per-cluster gate, the mean over the step's samples),
+    ``wm_weight_estimate`` / ``wm_weight_se`` (the pooled slope behind the next
     one), ``anchor_gap`` (mean cross-fitted calibrated minus real score on anchors:
     positive means the world model over-scores), ``anchor_gap_trend`` /
     ``anchor_gap_trend_t`` (its slope per step over the monitor's window and t statistic),
@@ -108,7 +109,7 @@ def step_metrics(
         "real_var": real_var,
         "kappa": estimator.kappa,
         "kappa_raw": estimator.raw,
-        "wm_weight": lam,
+        "wm_weight": float(np.mean(lam)),
         "wm_weight_estimate": gate.estimate,
         "wm_weight_se": gate.standard_error,
         "wm_weight_dof": gate.dof,

@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.fusion.advantages import AdvantageScaling, group_advantages
-from wmrl_env.fusion.anchors import num_anchor_groups, select_anchor_groups
+from wmrl_env.fusion.anchors import draw_for_method
 from wmrl_env.fusion.calibration import OnlineCalibrator
+from wmrl_env.fusion.cluster_gate import ClusterGates
 from wmrl_env.fusion.gate import HORIZON, WorldModelGate
 from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.fusion.kappa import KappaEstimator, fusion_weights, within_group_variances
@@ -92,13 +93,14 @@ class RewardFusion:
             regression slope of real on calibrated centred scores pooled over the run
             (:class:`WorldModelGate`), 0 without clear evidence. ``"off"``: ``wmrl`` uses
             ``lam = 1`` and ``ppi`` the slope of the current step alone (the earlier design).
-        gate_decay, gate_alpha: the gate's weight per step of age and one-sided level.
-        gate_horizon: steps without new anchor evidence over which the gate's weight falls
-            linearly to 0 (``None``: it holds).
+        gate_decay, gate_alpha, gate_horizon: the gate's weight per step of age, one-sided
+            level, and the steps without evidence over which its weight falls to 0.
         gate_std: ``"wls"`` (default): with :meth:`step`'s ``wm_std``, the gate also fits the
             precision-weighted slope (``gate.weighted_estimate``, a diagnostic,
             :mod:`~wmrl_env.fusion.precision`); the weight stays the unweighted slope's, whose
             never-worse range holds whatever the std says. ``"ignore"``: no weighted slope.
+        gate_scope: ``"pooled"`` (default): one weight from every task's anchors;
+            ``"cluster"``: each group's from its own cluster's (:class:`ClusterGates`).
         monitor_window, monitor_alpha: the reward-hacking monitor (see :class:`GapMonitor`).
         centre_groups: centre residuals within groups for ``kappa`` (``False`` for groups of
             one, e.g. a single-env wrapper).
@@ -123,12 +125,13 @@ class RewardFusion:
         gate_alpha: float = 0.05,
         gate_horizon: int | None = HORIZON,
         gate_std: str = "wls",
+        gate_scope: str = "pooled",
         monitor_window: int = 16,
         monitor_alpha: float = 0.001,
         centre_groups: bool = True,
     ) -> None:
         check_options(method, anchor_fraction, min_anchor_groups, advantage_scaling, wm_gate,
-                      gate_std)  # fmt: skip
+                      gate_std, gate_scope)  # fmt: skip
         self.method = method
         self.anchor_fraction = anchor_fraction
         self.min_anchor_groups = min_anchor_groups
@@ -142,7 +145,8 @@ class RewardFusion:
         self.kappa_estimator = KappaEstimator(
             kappa_max=kappa_max, smoothing=kappa_smoothing, centre=centre_groups
         )
-        self.gate = WorldModelGate(decay=gate_decay, alpha=gate_alpha, horizon=gate_horizon)
+        gate_type = ClusterGates if gate_scope == "cluster" else WorldModelGate
+        self.gate = gate_type(decay=gate_decay, alpha=gate_alpha, horizon=gate_horizon)
         self.monitor = GapMonitor(window=monitor_window, alpha=monitor_alpha)
         self.step_lambda = 1.0  # wm_gate="off", ppi: the last per-step power-tuned lambda
         self.step_count = 0
@@ -151,12 +155,18 @@ class RewardFusion:
 
     @property
     def wm_weight(self) -> float:
-        """The world model's weight ``lam`` the next step will use (see ``wm_gate``)."""
+        """The world model's weight ``lam`` the next step will use (see ``wm_gate``; the mean
+        over clusters with ``gate_scope="cluster"``, :meth:`wm_weights` gives each sample's)."""
         if self.method not in GATED_METHODS:
             return 1.0
         if self.wm_gate == "evidence":
             return self.gate.weight
         return self.step_lambda if self.method == "ppi" else 1.0
+
+    def wm_weights(self, clusters: Any) -> float | np.ndarray:
+        """``lam`` per sample of ``clusters`` (``gate_scope="cluster"``), else :attr:`wm_weight`."""
+        gated = self.method in GATED_METHODS and self.wm_gate == "evidence"
+        return self.gate.weights_for(clusters) if gated else self.wm_weight
 
     @property
     def inclusion_probabilities(self) -> np.ndarray | None:
@@ -180,15 +190,11 @@ class RewardFusion:
         none. The draw and its inclusion probabilities are recorded for :meth:`step`.
         """
         groups = GroupIndex.from_ids(group_ids)
-        m = groups.num_groups
-        if self.method == "real":
-            chosen, pi = np.ones(m, dtype=bool), np.ones(m)
-        elif self.method == "wm":
-            chosen, pi = np.zeros(m, dtype=bool), np.zeros(m)
-        else:
-            priorities = per_group_priorities(groups, group_priorities)
-            n_anchor = num_anchor_groups(m, self.anchor_fraction, self.min_anchor_groups)
-            chosen, pi = select_anchor_groups(m, n_anchor, self._rng, priorities, self.uniform_mix)
+        drawn = self.method not in ("real", "wm")
+        priorities = per_group_priorities(groups, group_priorities) if drawn else None
+        chosen, pi = draw_for_method(self.method, groups.num_groups, self.anchor_fraction,
+                                     self.min_anchor_groups, self._rng, priorities,
+                                     self.uniform_mix)  # fmt: skip
         self._record = AnchorRecord.draw(group_ids, chosen, pi)
         return groups.broadcast(chosen)
 
@@ -237,12 +243,9 @@ class RewardFusion:
         where inclusion probabilities come from: :mod:`~wmrl_env.fusion.validation`.
 
         ``screened`` (per trajectory; or recorded by :meth:`screen_anchors`): members of
-        anchor groups left unexecuted by world-model screening. Their group is then only
-        partly executed: the executed members are the anchors (``is_anchor`` per trajectory),
-        ``inclusion_probabilities`` are per member (``pi_g * pi_{i|g}``), and the others
-        are scored by the world model (``wmrl``: at the executed members' real level,
-        ``mean r + lam (f - mean f)`` over them, so a shut gate moves no advantage whatever
-        the world model's level for the task; :mod:`~wmrl_env.fusion.rewards`).
+        anchor groups left unexecuted by world-model screening; the executed members are the
+        anchors, ``inclusion_probabilities`` per member (``pi_g * pi_{i|g}``), the others
+        scored by the world model at the executed members' level (:mod:`~.rewards`).
 
         ``metrics``: see :func:`~wmrl_env.fusion.outputs.step_metrics`.
         """
@@ -263,7 +266,7 @@ class RewardFusion:
         known_outcome = ~np.isnan(batch.known_scores)
         # lam and (for exact PPI) the map come from earlier steps only, so they are
         # independent of this step's anchor draw
-        lam = self.wm_weight
+        lam = self.wm_weights(batch.clusters)
         exact_ppi = self.method == "ppi" and self.wm_gate == "evidence"
         prior_map = self.calibrator.map
         pair = batch.is_anchor & ~batch.failed & batch.wm_valid & ~known_outcome
@@ -332,16 +335,13 @@ class RewardFusion:
         world model's weight and the reward-hacking monitor. :meth:`step` calls it; call it
         directly where the rewards are assembled elsewhere (a single-env wrapper).
 
-        ``groups`` labels each pair's group (default: each pair its own group); ``clusters``
-        each pair's task (see :meth:`step`); ``weights`` each pair's design weight (``1 / pi``
-        of its group: the calibration map, ``kappa`` and the gate are fitted with them, so
-        oversampled groups do not dominate); ``wm_std`` each pair's predictive std (the gate's
-        precision-weighted slope, see ``gate_std``). With ``centre_groups=False`` (groups of
-        one) the gate centres each call's pairs together: one call is one cluster. No pairs still
-        counts as a step: the calibration window and the gate's pool age.
-        """
-        lam = self.wm_weight  # the weight of the stream this step uses (fixed before it)
+        Per pair: ``groups`` its group (default: its own), ``clusters`` its task (see
+        :meth:`step`), ``weights`` its design weight (``1 / pi`` of its group: calibration,
+        ``kappa`` and gate are fitted with them), ``wm_std`` its predictive std (``gate_std``).
+        With ``centre_groups=False`` the gate centres each call's pairs together. No pairs
+        still counts as a step: the calibration window and the gate's pool age."""
         wm = np.asarray(wm_scores, dtype=np.float64)
+        lam = self.wm_weights(clusters) if wm.size else self.wm_weight  # fixed before the step
         real = np.asarray(real_scores, dtype=np.float64)
         labels = np.arange(wm.size) if groups is None else np.asarray(groups)
         w = np.ones(wm.size) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -352,8 +352,8 @@ class RewardFusion:
         known = ~np.isnan(cross_fitted)
         r, f, g, wk = real[known], cross_fitted[known], labels[known], w[known]
         centre = self.kappa_estimator.centre
-        # kappa weighs the stream actually used: f shrunk by lam towards its level (within a
-        # group the level cancels: lam * f~; for groups of one it is the pairs' mean)
+        # kappa weighs the stream used: f shrunk by lam (per pair with a per-cluster gate)
+        lam = np.asarray(lam)[known] if np.ndim(lam) else lam  # towards its level
         used = f.mean() + lam * (f - f.mean()) if self.method == "wmrl" and f.size else f
         variances = within_group_variances(r - used, r, g, centre, weights=wk)
         if self.method == "denoise":  # the raw world model is the stream being weighed

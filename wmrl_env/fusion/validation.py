@@ -55,6 +55,7 @@ from wmrl_env.fusion.selection import AnchorRecord
 METHODS: tuple[str, ...] = ("real", "wm", "debias", "denoise", "wmrl", "ppi")
 GATES: tuple[str, ...] = ("evidence", "off")
 GATE_STDS: tuple[str, ...] = ("wls", "ignore")
+GATE_SCOPES: tuple[str, ...] = ("pooled", "cluster")
 CALIBRATED_METHODS = ("debias", "wmrl", "ppi")
 WEIGHTED_METHODS = ("denoise", "wmrl")
 GATED_METHODS = ("wmrl", "ppi")  # the world model's weight is gated by the anchors' evidence
@@ -86,6 +87,7 @@ def check_options(
     advantage_scaling: str,
     wm_gate: str,
     gate_std: str,
+    gate_scope: str = "pooled",
 ) -> None:
     """``ValueError`` for a :class:`~wmrl_env.fusion.RewardFusion` option out of range."""
     if method not in METHODS:
@@ -107,6 +109,8 @@ def check_options(
         raise ValueError(f"wm_gate must be one of {GATES}, got {wm_gate!r}")
     if gate_std not in GATE_STDS:
         raise ValueError(f"gate_std must be one of {GATE_STDS}, got {gate_std!r}")
+    if gate_scope not in GATE_SCOPES:
+        raise ValueError(f"gate_scope must be one of {GATE_SCOPES}, got {gate_scope!r}")
 
 
 def per_group_priorities(groups: GroupIndex, priorities: np.ndarray | None) -> np.ndarray | None:

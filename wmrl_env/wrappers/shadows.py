@@ -146,9 +146,7 @@ class AnchorShadow:
             drawn = self._noise([pool[0]], [pool[1]])[0]
             rng = rng if rng is not None else np.random.default_rng()
         forced = lengths // 2 if self.mode == "continued" else np.zeros_like(lengths)
-        score, valid, alive, variance = self._forced(
-            world_model, real_states, real_actions, forced
-        )
+        score, valid, alive, variance = self._forced(world_model, real_states, real_actions, forced)
         states = np.stack([s[k] for s, k in zip(real_states, forced, strict=True)]).copy()
         for t in range(int(forced.min()), max_steps):
             rows = np.flatnonzero(alive & (forced <= t))
