@@ -181,7 +181,19 @@ def test_tiny_pool_bench_writes_private_readings(tmp_path) -> None:
     assert "Quality curve" in result.markdown
     ceiling = results["noise_ceiling"]
     assert list(ceiling) == results["tasks"] and all(-1 <= v <= 1 for v in ceiling.values())
-    assert f"| {results['tasks'][0]} | {ceiling[results['tasks'][0]]:.3f} |" in result.markdown
+    first = results["tasks"][0]
+    per_task = results["per_task_lines"]  # the tiny run's budgets stop short of 16
+    constant = next(n for n in per_task if n.startswith("best constant program"))
+    assert set(per_task) == {
+        constant,
+        "world model's zero-shot pick",
+        "exhaustive validation search over the pool (152 executions)",
+    }
+    for name, values in per_task.items():  # per task, the values the line's mean averages
+        assert list(values) == results["tasks"]
+        assert np.mean(list(values.values())) == pytest.approx(lines[name]["mean"])
+    row = f"| {first} | {ceiling[first]:.3f} | {per_task[constant][first]:.3f} |"
+    assert row in result.markdown
     before = (tmp_path / "runs.jsonl").read_text()
     run_pertask_bench(config)
     assert (tmp_path / "runs.jsonl").read_text() == before

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,8 +192,9 @@ def run_pertask_bench(
     )
     quality = quality_curve(summary, quality_runs, runs, config, bank.num_tasks)
     text = markdown(summary, lines, config.budgets, rates, _scale(config))
+    per_task = per_task_lines(raw_lines, bank.task_ids) if ceiling else {}
     if ceiling:
-        text += "\n\n" + ceiling_markdown(ceiling)
+        text += "\n\n" + ceiling_markdown(ceiling, per_task)
     text += "\n\n" + quality_markdown(quality, config.budgets[-1])
     text += "\n\n" + sweep_markdown(sweep, rates)
     seconds = time.perf_counter() - start
@@ -206,6 +207,7 @@ def run_pertask_bench(
         "sweep": {arm: {f"{r:g}": v for r, v in s.items()} for arm, s in sweep.items()},
         "reference_lines": {name: _pair(value) for name, value in lines.items()},
         "noise_ceiling": ceiling,
+        "per_task_lines": per_task,
         "arms": summary,
         "quality_curve": quality,
         "bench_seconds": seconds,
@@ -270,20 +272,49 @@ def quality_curve(
     return points
 
 
-def ceiling_markdown(ceiling: dict[str, float]) -> str:
+HEADROOM_LINES = (
+    "best constant program",
+    "world model's zero-shot pick",
+    "random search@16",
+    "exhaustive validation search",
+)
+"""the reference lines whose per-task private scores the noise-ceiling table shows (a line
+is matched by the start of its name)"""
+
+
+def per_task_lines(lines: dict[str, np.ndarray], task_ids: Sequence[str]) -> dict[str, dict]:
+    """Per task, the private score of each of :data:`HEADROOM_LINES` the run holds: the
+    pool's best is 1, so ``1 - value`` is the headroom over that line."""
+    chosen = {}
+    for prefix in HEADROOM_LINES:
+        name = next((n for n in lines if n.startswith(prefix)), None)
+        if name is not None:
+            chosen[name] = dict(zip(task_ids, np.asarray(lines[name], float).tolist(), strict=True))
+    return chosen
+
+
+def ceiling_markdown(ceiling: dict[str, float], per_task: dict[str, dict] | None = None) -> str:
     """The noise ceiling: each task's validation-private Spearman over its pool, and their
-    mean (tasks where it is undefined left out)."""
+    mean (tasks where it is undefined left out); beside it, each task's private score of the
+    lines in ``per_task`` (:func:`per_task_lines`) and their mean."""
+    per_task = per_task or {}
     values = np.array(list(ceiling.values()), dtype=float)
     out = [
         "Noise ceiling (within-task Spearman between the pool's validation and private scores: "
         "how well the reward itself ranks what a user deploys; a failed execution is 0 in "
         "both): mean "
-        f"{np.nanmean(values):.3f} over {int(np.isfinite(values).sum())} tasks",
+        f"{np.nanmean(values):.3f} over {int(np.isfinite(values).sum())} tasks. Beside it, "
+        "each task's private score of the reference lines (the pool's best is 1: one minus "
+        "a value is the headroom over that line)",
         "",
-        "| task | Spearman |",
-        "|---|---|",
+        "| task | Spearman | " + " | ".join(per_task) + " |",
+        "|---" * (len(per_task) + 2) + "|",
     ]
-    out += [f"| {task} | {value:.3f} |" for task, value in ceiling.items()]
+    for task, value in ceiling.items():
+        cells = "".join(f" {line[task]:.3f} |" for line in per_task.values())
+        out.append(f"| {task} | {value:.3f} |{cells}")
+    means = "".join(f" {np.mean(list(line.values())):.3f} |" for line in per_task.values())
+    out.append(f"| mean | {np.nanmean(values):.3f} |{means}")
     return "\n".join(out)
 
 
