@@ -272,14 +272,14 @@ def quality_curve(
     return points
 
 
-HEADROOM_LINES = (
-    "best constant program",
-    "world model's zero-shot pick",
-    "random search@16",
-    "exhaustive validation search",
-)
+HEADROOM_LINES = {
+    "best constant program": "best constant",
+    "world model's zero-shot pick": "zero-shot pick",
+    "random search@16": "random search@16",
+    "exhaustive validation search": "validation search",
+}
 """the reference lines whose per-task private scores the noise-ceiling table shows (a line
-is matched by the start of its name)"""
+is matched by the start of its name) and their column titles there"""
 
 
 def per_task_lines(lines: dict[str, np.ndarray], task_ids: Sequence[str]) -> dict[str, dict]:
@@ -307,7 +307,7 @@ def ceiling_markdown(ceiling: dict[str, float], per_task: dict[str, dict] | None
         "each task's private score of the reference lines (the pool's best is 1: one minus "
         "a value is the headroom over that line)",
         "",
-        "| task | Spearman | " + " | ".join(per_task) + " |",
+        "| task | Spearman | " + " | ".join(_column_title(name) for name in per_task) + " |",
         "|---" * (len(per_task) + 2) + "|",
     ]
     for task, value in ceiling.items():
@@ -316,6 +316,10 @@ def ceiling_markdown(ceiling: dict[str, float], per_task: dict[str, dict] | None
     means = "".join(f" {np.mean(list(line.values())):.3f} |" for line in per_task.values())
     out.append(f"| mean | {np.nanmean(values):.3f} |{means}")
     return "\n".join(out)
+
+
+def _column_title(line: str) -> str:
+    return next(title for prefix, title in HEADROOM_LINES.items() if line.startswith(prefix))
 
 
 def quality_markdown(points: list[dict], budget: int) -> str:
