@@ -12,11 +12,13 @@ import pytest
 from wmrl_env.fusion import RewardFusion
 from wmrl_env.testing.round_contract import AnchoredRoundContract
 from wmrl_env.testing.round_scenario import (
+    KINDS,
     PlayedRound,
     RecordingFusion,
     RoundScenario,
     ScenarioExecutor,
     ScenarioWorldModel,
+    check_unbiased,
 )
 from wmrl_env.world_models.base import StepPrediction
 from wmrl_env.wrappers import WorldModelVectorEnv, batch_diagnostics
@@ -114,7 +116,7 @@ class TestVectorEnvMultiStepRound(AnchoredRoundContract):
             envs.close()
         return PlayedRound(
             info["fused_reward"],
-            np.array([s.real(t, a) for t, a in per_env]),
+            self._truth(info, per_env),
             [s.kind(t, a) for t, a in per_env],
             samples=per_env,
             advantages=info["advantage"],
@@ -122,6 +124,10 @@ class TestVectorEnvMultiStepRound(AnchoredRoundContract):
             known=np.zeros(len(per_env), dtype=bool),  # no known failures on multi-step tasks
             metrics=batch_diagnostics(info),
         )
+
+    def _truth(self, info, per_env) -> np.ndarray:
+        """Each sample's real outcome."""
+        return np.array([self.scenario.real(t, a) for t, a in per_env])
 
     def play_broken(self, limit, executor):
         envs = self._env(self.make_fusion(0), executor, limit)
@@ -171,3 +177,75 @@ class TestVectorEnvMultiStepRound(AnchoredRoundContract):
             assert std is not None, "the fusion's gate got no world-model std"
             valid = np.asarray(call["wm_valid"])
             assert np.isfinite(np.asarray(std)[valid]).all()
+
+
+class ParkedScenarioWalk(ScenarioWalk):
+    """The walk with the snapshots a robot-bench env has: the bench keeps at most
+    ``workers`` real envs alive and parks the other episodes in progress."""
+
+    def get_snapshot(self):
+        return (self.task, self.t)
+
+    def restore_snapshot(self, snapshot):
+        self.task, self.t = snapshot
+        return np.array([self.task, float(self.t)]), {"task_id": self.task}
+
+
+class StillPolicy:
+    """A robot-bench policy whose mean chunk is 0 everywhere: the closed shadow's imagined
+    actions are then each anchor's own sampling noise, its real actions, so the shadow is the
+    world-model episode of the anchor's own actions, the pairing PPI's correction needs."""
+
+    instruction = "walk"
+
+    def __call__(self, observations: np.ndarray, instructions: list[str]) -> np.ndarray:
+        assert len(instructions) == len(observations)
+        return np.zeros((len(observations), 1), dtype=np.float32)
+
+
+@pytest.mark.torch
+class TestRobotBenchRound(TestVectorEnvMultiStepRound):
+    """The robot bench's own round (:func:`~wmrl_env.bench.robotics.runner.arm_envs`: its
+    thread pool of real envs, the closed shadow played by the policy, method ``ppi``) on the
+    scenario's walk instead of robosuite. With the closed shadow, ``ppi`` applies, so PPI's
+    Monte-Carlo check runs here too: the policy's mean is 0, the anchors' noise their actions
+    (:class:`StillPolicy`)."""
+
+    draws = 600
+    arm = "ppi"
+
+    def make_fusion(self, seed: int, method: str = "ppi", **options) -> RecordingFusion:
+        return AnchoredRoundContract.make_fusion(self, seed, method, **options)
+
+    def _env(self, fusion: RewardFusion, executor, limit=32, world_model=None):
+        from wmrl_env.bench.robotics.config import RobotBenchConfig
+        from wmrl_env.bench.robotics.runner import arm_envs
+
+        s = self.scenario
+        config = RobotBenchConfig(
+            arms=(self.arm,), num_groups=s.num_tasks, group_size=s.group_size,
+            anchor_fraction=s.anchor_fraction, workers=2,
+        )  # fmt: skip
+        assert config.shadow == "closed"  # the bench's default
+        model = ScenarioDynamics(s, world_model or ScenarioWorldModel(s))
+        walk = lambda: ParkedScenarioWalk(s, executor)  # noqa: E731
+        return arm_envs(
+            config, self.arm, walk, model, fusion, StillPolicy(), STEPS,
+            update_world_model=False, max_infrastructure_failures=limit,
+        )  # fmt: skip
+
+    def _truth(self, info, per_env) -> np.ndarray:
+        """Each sample's real outcome, that of the steps it played: a member whose imagined
+        step goes invalid is truncated there and replayed for real as far
+        (:mod:`~wmrl_env.wrappers.dynamics`), each step paying ``real / STEPS``."""
+        played = np.asarray(info["episode_length"], dtype=np.float64)
+        return super()._truth(info, per_env) * played / STEPS
+
+    def test_ppi_expected_reward_is_the_real_outcome_for_every_kind_of_sample(self) -> None:
+        """The contract's check, every kind a multi-step round has (no known failures): a
+        normal member, the invalid prediction (its group run for real with ``pi = 1``,
+        drawn or not) and its siblings."""
+        executor = ScenarioExecutor(self.scenario)
+        rounds = [self.play(self.make_fusion(seed), seed, executor) for seed in range(self.draws)]
+        found = check_unbiased(rounds)
+        assert set(found) == set(KINDS) - {"known_failure"}, found

@@ -21,7 +21,9 @@ shadow's too); a round where any step came without a usable std passes none.
 
 A world-model member whose prediction goes invalid (NaN, inf) is truncated there; at the end
 of the round its whole group is replayed open-loop in the real env (the recorded actions from
-the group's start) and becomes an anchor with inclusion probability 1.
+the group's start) and becomes an anchor with inclusion probability 1. An anchor group whose
+shadow goes invalid is given inclusion probability 1 too (its group would have run for real
+had it not been drawn), so ``ppi`` gives its members their real return, not ``r / pi``.
 """
 
 from __future__ import annotations
@@ -240,9 +242,12 @@ class DynamicsRound(Round):
         # the round's real episodes are over: their envs stay alive for what comes next
         self.setup.executor.end_episodes()
         layout = self.setup.layout
-        replay = layout.groups_of(~self.wm_valid) & ~layout.groups_of(self.setup.anchors)
+        invalid = layout.groups_of(~self.wm_valid)
+        replay = invalid & ~layout.groups_of(self.setup.anchors)
         results: list[ExecResult] = []
-        self.plan = self.setup.engine.force(self.plan, layout.members(replay))
+        # every group holding an invalid prediction is an anchor with pi = 1, drawn or not (a
+        # drawn one's shadow went invalid): it would have been run for real either way
+        self.plan = self.setup.engine.force(self.plan, layout.members(invalid))
         if replay.any():
             indices = list(np.flatnonzero(layout.members(replay)))
             jobs = [
