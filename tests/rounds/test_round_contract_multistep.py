@@ -74,7 +74,8 @@ class ScenarioDynamics:
 class TestVectorEnvMultiStepRound(AnchoredRoundContract):
     """The vector env's multi-step round (a dynamics world model, the default open shadow):
     the breaker, the gate's decay, clusters and std at the gate, forced groups and the
-    metrics' names apply; PPI's unbiasedness, screening and known failures do not (below)."""
+    metrics' names apply; screening and known failures do not, and ``ppi`` is refused with
+    the open shadow (its check: :class:`TestRobotBenchRound`, on the closed shadow)."""
 
     screens = False
 
@@ -139,9 +140,8 @@ class TestVectorEnvMultiStepRound(AnchoredRoundContract):
 
     def test_ppi_expected_reward_is_the_real_outcome_for_every_kind_of_sample(self) -> None:
         pytest.skip(
-            "multi-step: ppi needs shadow='closed', whose world-model score is the imagination "
-            "policy's episode from the group start, not each member's own actions: the "
-            "scenario's per-member outcome is not what that pairing's correction is exact for"
+            "multi-step: ppi is refused with the open shadow; the closed shadow's check runs on "
+            "the robot bench's round (TestRobotBenchRound)"
         )
 
     def test_screening_never_executes_a_known_outcome(self) -> None:
