@@ -5,6 +5,8 @@ replayed for real."""
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -200,6 +202,10 @@ class StillPolicy:
 
     def __call__(self, observations: np.ndarray, instructions: list[str]) -> np.ndarray:
         assert len(instructions) == len(observations)
+        return self.mean(observations)
+
+    @staticmethod
+    def mean(observations: np.ndarray) -> np.ndarray:
         return np.zeros((len(observations), 1), dtype=np.float32)
 
 
@@ -249,3 +255,38 @@ class TestRobotBenchRound(TestVectorEnvMultiStepRound):
         rounds = [self.play(self.make_fusion(seed), seed, executor) for seed in range(self.draws)]
         found = check_unbiased(rounds)
         assert set(found) == set(KINDS) - {"known_failure"}, found
+
+
+@pytest.mark.parametrize("shadow", ["open", "closed"])
+def test_a_drawn_group_whose_closed_shadow_goes_invalid_runs_with_pi_1(shadow) -> None:
+    """The closed shadow is the episode a drawn group would have imagined undrawn: when it
+    goes invalid, the group would have run for real either way (``pi = 1``). The open shadow
+    reads the real states, so a drawn group keeps its draw's ``pi``. A replayed group (not
+    drawn, its imagined episode invalid, truncated there) has ``pi = 1`` under both."""
+    s = TestVectorEnvMultiStepRound.scenario
+    drawn_pi, replayed_pi = [], []
+    for seed in range(12):
+        executor = ScenarioExecutor(s)
+        envs = WorldModelVectorEnv(
+            functools.partial(ScenarioWalk, s, executor),
+            ScenarioDynamics(s, ScenarioWorldModel(s)),
+            num_groups=s.num_tasks,
+            group_size=s.group_size,
+            fusion=RewardFusion(method="wmrl", anchor_fraction=0.5, seed=seed),
+            executor="inline",
+            max_episode_steps=STEPS,
+            update_world_model=False,
+            shadow=shadow,
+            imagination_policy=None if shadow == "open" else StillPolicy().mean,
+        )
+        try:
+            info, _ = TestVectorEnvMultiStepRound()._round(envs, seed)
+        finally:
+            envs.close()
+        for i in np.flatnonzero(~np.asarray(info["wm_valid"])):
+            assert info["is_anchor"][i]
+            full = info["episode_length"][i] == STEPS  # drawn: its real episode played whole
+            (drawn_pi if full else replayed_pi).append(float(info["inclusion_probability"][i]))
+    assert drawn_pi and replayed_pi, "the seeds did not draw both kinds of group"
+    assert replayed_pi == [1.0] * len(replayed_pi)
+    assert drawn_pi == [1.0 if shadow == "closed" else 0.5] * len(drawn_pi)
