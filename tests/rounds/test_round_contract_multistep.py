@@ -193,10 +193,13 @@ class ParkedScenarioWalk(ScenarioWalk):
         return np.array([self.task, float(self.t)]), {"task_id": self.task}
 
 
-class StillPolicy:
-    """A robot-bench policy whose mean chunk is 0 everywhere: the closed shadow's imagined
-    actions are then each anchor's own sampling noise, its real actions, so the shadow is the
-    world-model episode of the anchor's own actions, the pairing PPI's correction needs."""
+class TaskPolicy:
+    """A robot-bench policy whose mean action depends on the task alone (``task mod 2``).
+    The closed shadow keeps each anchor's noise (its real action minus that mean), and the
+    imagined states keep the task, so the shadow replays the anchor's own actions: the
+    world-model episode of a member's actions, the pairing PPI's correction needs. The
+    imagined episodes that rank groups for ``--uncertainty-anchors`` play the mean, whose
+    std differs by task."""
 
     instruction = "walk"
 
@@ -206,7 +209,8 @@ class StillPolicy:
 
     @staticmethod
     def mean(observations: np.ndarray) -> np.ndarray:
-        return np.zeros((len(observations), 1), dtype=np.float32)
+        tasks = np.asarray(observations)[:, :1].round()
+        return (tasks % 2).astype(np.float32)
 
 
 @pytest.mark.torch
@@ -214,11 +218,12 @@ class TestRobotBenchRound(TestVectorEnvMultiStepRound):
     """The robot bench's own round (:func:`~wmrl_env.bench.robotics.runner.arm_envs`: its
     thread pool of real envs, the closed shadow played by the policy, method ``ppi``) on the
     scenario's walk instead of robosuite. With the closed shadow, ``ppi`` applies, so PPI's
-    Monte-Carlo check runs here too: the policy's mean is 0, the anchors' noise their actions
-    (:class:`StillPolicy`)."""
+    Monte-Carlo check runs here too: the closed shadow replays each anchor's own actions
+    (:class:`TaskPolicy`)."""
 
     draws = 600
     arm = "ppi"
+    uncertainty_anchors = False
 
     def make_fusion(self, seed: int, method: str = "ppi", **options) -> RecordingFusion:
         return AnchoredRoundContract.make_fusion(self, seed, method, **options)
@@ -231,12 +236,13 @@ class TestRobotBenchRound(TestVectorEnvMultiStepRound):
         config = RobotBenchConfig(
             arms=(self.arm,), num_groups=s.num_tasks, group_size=s.group_size,
             anchor_fraction=s.anchor_fraction, workers=2,
+            uncertainty_anchors=self.uncertainty_anchors,
         )  # fmt: skip
         assert config.shadow == "closed"  # the bench's default
         model = ScenarioDynamics(s, world_model or ScenarioWorldModel(s))
         walk = lambda: ParkedScenarioWalk(s, executor)  # noqa: E731
         return arm_envs(
-            config, self.arm, walk, model, fusion, StillPolicy(), STEPS,
+            config, self.arm, walk, model, fusion, TaskPolicy(), STEPS,
             update_world_model=False, max_infrastructure_failures=limit,
         )  # fmt: skip
 
@@ -255,6 +261,23 @@ class TestRobotBenchRound(TestVectorEnvMultiStepRound):
         rounds = [self.play(self.make_fusion(seed), seed, executor) for seed in range(self.draws)]
         found = check_unbiased(rounds)
         assert set(found) == set(KINDS) - {"known_failure"}, found
+
+
+@pytest.mark.torch
+class TestRobotBenchUncertaintyRound(TestRobotBenchRound):
+    """The robot bench's round with ``--uncertainty-anchors``: groups drawn by the std of the
+    policy's imagined episodes from their starts, with unequal inclusion probabilities."""
+
+    uncertainty_anchors = True
+
+    def test_the_draw_is_not_uniform(self) -> None:
+        drawn = set()
+        for seed in range(8):
+            fusion = self.make_fusion(seed)
+            self.play(fusion, seed, ScenarioExecutor(self.scenario))
+            pi = fusion.calls[-1]["out"].inclusion
+            drawn |= set(np.round(pi[np.isfinite(pi) & (pi < 1)], 9).tolist())  # not forced
+        assert len(drawn) > 1, f"inclusion probabilities {drawn}: the draw looks uniform"
 
 
 @pytest.mark.parametrize("shadow", ["open", "closed"])
@@ -277,7 +300,7 @@ def test_a_drawn_group_whose_closed_shadow_goes_invalid_runs_with_pi_1(shadow) -
             max_episode_steps=STEPS,
             update_world_model=False,
             shadow=shadow,
-            imagination_policy=None if shadow == "open" else StillPolicy().mean,
+            imagination_policy=None if shadow == "open" else TaskPolicy().mean,
         )
         try:
             info, _ = TestVectorEnvMultiStepRound()._round(envs, seed)
