@@ -139,6 +139,52 @@ def test_no_import_cycle_even_through_type_only_imports() -> None:
     assert cycle is None, "import cycle through type-only imports: " + " -> ".join(cycle or [])
 
 
+FUSION_MAX_LINES = 400
+WORLD_MODEL_FAMILIES = ("programs", "lm", "embeddings", "dynamics")
+
+
+def test_no_fusion_module_is_over_400_lines() -> None:
+    """The fusion reads top to bottom: ``RewardFusion`` in one module, validation, rewards,
+    levels and the gate each in their own; none grows back into one long file."""
+    long = {
+        module: n
+        for module, path in MODULES.items()
+        if module.startswith("wmrl_env.fusion")
+        and (n := len(path.read_text().splitlines())) > FUSION_MAX_LINES
+    }
+    assert not long, f"fusion modules over {FUSION_MAX_LINES} lines: {long}"
+
+
+def _world_model_family(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] == ["wmrl_env", "world_models"] and len(parts) > 2:
+        return parts[2] if parts[2] in WORLD_MODEL_FAMILIES else None
+    return None
+
+
+def _private_imports_across_families() -> list[str]:
+    """``module <- source.name`` for every private name (``_x``) imported, at any depth,
+    from a world-model family into a module outside it, or into a family from elsewhere."""
+    found = []
+    for module, path in MODULES.items():
+        mine = _world_model_family(module)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            theirs = _world_model_family(node.module)
+            if theirs == mine or (theirs is None and mine is None):
+                continue
+            found += [f"{module} <- {node.module}.{a.name}" for a in node.names
+                      if a.name.startswith("_")]  # fmt: skip
+    return found
+
+
+def test_no_private_name_crosses_a_world_model_family() -> None:
+    """World models are grouped by family (programs, LM scorers, embeddings, dynamics) with
+    the shared pieces at the top: a family's private names stay inside it."""
+    assert _private_imports_across_families() == []
+
+
 def test_every_module_imports_in_a_fresh_interpreter() -> None:
     """All modules, one after the other, in an interpreter that has imported nothing else:
     each imports, or raises ``MissingDependencyError`` naming the extra it needs."""

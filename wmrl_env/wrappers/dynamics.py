@@ -21,7 +21,10 @@ shadow's too); a round where any step came without a usable std passes none.
 
 A world-model member whose prediction goes invalid (NaN, inf) is truncated there; at the end
 of the round its whole group is replayed open-loop in the real env (the recorded actions from
-the group's start) and becomes an anchor with inclusion probability 1.
+the group's start) and becomes an anchor with inclusion probability 1. A drawn group whose
+closed shadow goes invalid is given inclusion probability 1 too (the closed shadow is the
+episode the group would have imagined undrawn, so it would have run for real either way), and
+``ppi`` gives its members their real return, not ``r / pi``.
 """
 
 from __future__ import annotations
@@ -240,9 +243,15 @@ class DynamicsRound(Round):
         # the round's real episodes are over: their envs stay alive for what comes next
         self.setup.executor.end_episodes()
         layout = self.setup.layout
-        replay = layout.groups_of(~self.wm_valid) & ~layout.groups_of(self.setup.anchors)
+        invalid = layout.groups_of(~self.wm_valid)
+        replay = invalid & ~layout.groups_of(self.setup.anchors)
         results: list[ExecResult] = []
-        self.plan = self.setup.engine.force(self.plan, layout.members(replay))
+        # a closed shadow is the episode the group would have imagined undrawn: one that went
+        # invalid means the group runs for real either way, so pi = 1 drawn or not. The open
+        # and continued shadows read the real states: a drawn group's stays its draw's pi
+        closed = self.shadow is not None and self.shadow.mode == "closed"
+        forced = layout.members(invalid if closed else replay)
+        self.plan = self.setup.engine.force(self.plan, forced)
         if replay.any():
             indices = list(np.flatnonzero(layout.members(replay)))
             jobs = [

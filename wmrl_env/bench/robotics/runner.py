@@ -46,7 +46,7 @@ from wmrl_env.bench.robotics.world_model import RandomWorldModel
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
 
-__all__ = ["imagination", "real_chunks", "run_one"]
+__all__ = ["arm_envs", "imagination", "real_chunks", "run_one"]
 
 FUSED = ("wmrl", "ppi")
 
@@ -77,10 +77,8 @@ def run_one(
     ``on_detail(name, row)`` receives, every round, ``"predictor"``: the world model's
     on-policy check (:mod:`.predictor_check`) on that round's real episodes and on all so far,
     and after every evaluation ``"evaluations"``: its per-start outcomes."""
-    from wmrl_env.env_executors import GymEnvExecutor
     from wmrl_env.grpo import train
     from wmrl_env.grpo.transitions import anchor_transitions
-    from wmrl_env.wrappers import WorldModelVectorEnv
 
     seed = start.seed
     policy, _ = base_policy(config, seed)
@@ -90,12 +88,10 @@ def run_one(
     # fused arms' rewards read it, and only they refit it. The dense arms' episodes are all
     # real, scored by their progress model on the real states (checked every round)
     world_model = start.world_model(config) if dense is None else RandomWorldModel(seed)
-    num_groups = groups_per_round(config, arm)
     fusion = RewardFusion(
         method=method, anchor_fraction=config.anchor_fraction, seed=seed, **config.fusion_options
     )
     chunk = start.chunk_size
-    workers = min(config.workers, num_groups * config.group_size)
     env_fn = start.task_envs.lend
     if dense is not None:
         from wmrl_env.robotics.dense_reward import DenseProgressReward
@@ -103,23 +99,10 @@ def run_one(
         def env_fn(scorer: Any = dense) -> Any:
             return DenseProgressReward(start.task_envs.lend(), scorer)
 
-    executor = GymEnvExecutor(
-        env_fn,
-        backend="thread",
-        num_workers=workers,
-        max_envs=workers if config.bounded_envs else None,
-    )
-    envs = WorldModelVectorEnv(
-        env_fn,
-        world_model,
-        num_groups,
-        config.group_size,
-        fusion=fusion,
-        executor=executor,
-        task="dynamics",
-        max_episode_steps=start.episode_chunks,
-        **(imagination(config, arm, policy) if dense is None else {}),
-    )
+    envs = arm_envs(
+        config, arm, env_fn, world_model, fusion, policy, start.episode_chunks,
+        imagine=dense is None,
+    )  # fmt: skip
     record = RunRecord(arm=arm, seed=seed)
     record.steps.append(StepRecord(step=0, true_score=start_success))
     totals = {"seconds": 0.0, "wm": 0.0, "episodes": 0, "steps": 0}
@@ -179,6 +162,48 @@ def run_one(
     finally:
         envs.close()
     return record
+
+
+def arm_envs(
+    config: RobotBenchConfig,
+    arm: str,
+    env_fn: Callable[[], Any],
+    world_model: Any,
+    fusion: RewardFusion,
+    policy: Any,
+    episode_chunks: int,
+    *,
+    imagine: bool = True,
+    **options: Any,
+) -> Any:
+    """The arm's :class:`~wmrl_env.WorldModelVectorEnv`: ``groups_per_round`` groups of
+    ``config.group_size`` multi-step episodes of ``env_fn``'s env, anchors played by a thread
+    pool of at most ``config.workers`` envs, each round fused by ``fusion``; with ``imagine``
+    the anchors' shadow and the imagined draw read ``policy`` (:func:`imagination`).
+    ``options`` go to the vector env (the bench passes none)."""
+    from wmrl_env.env_executors import GymEnvExecutor
+    from wmrl_env.wrappers import WorldModelVectorEnv
+
+    num_groups = groups_per_round(config, arm)
+    workers = min(config.workers, num_groups * config.group_size)
+    executor = GymEnvExecutor(
+        env_fn,
+        backend="thread",
+        num_workers=workers,
+        max_envs=workers if config.bounded_envs else None,
+    )
+    return WorldModelVectorEnv(
+        env_fn,
+        world_model,
+        num_groups,
+        config.group_size,
+        fusion=fusion,
+        executor=executor,
+        task="dynamics",
+        max_episode_steps=episode_chunks,
+        **(imagination(config, arm, policy) if imagine else {}),
+        **options,
+    )
 
 
 def _dense_reward(arm: str, start: SeedStart) -> Any:
