@@ -115,3 +115,56 @@ def test_a_finished_run_resumes_without_executing(tmp_path, records, monkeypatch
     fidelity = script.main(["--tasks", "generated", "--starts", "1", "--turns", "2",
                             "--out", str(out), "--fidelity", "v4"])  # fmt: skip
     assert fidelity.splitlines()[0].startswith("| turn | turns | status accuracy")
+
+
+def _pool_rows(tasks: set[str]) -> list[str]:
+    data = ROOT / "envs" / "ml_tasks" / "data"
+    return [line for name in ("pool_v2.jsonl", "pool_real_v1.jsonl", "pool_pretrain_v1.jsonl")
+            for line in (data / name).read_text().splitlines()
+            if json.loads(line)["task_id"] in tasks]  # fmt: skip
+
+
+def test_the_pool_tables_replay_the_live_episode(tmp_path, records) -> None:
+    """The reviser's programs are in the pool tables: replayed, the live episode's scores
+    (validation per turn, private at the end) come back."""
+    from wmrl_env.envs.ml_tasks.multiturn import MLTaskMultiTurnEnv
+    from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
+    from wmrl_env.envs.ml_tasks.reviser import ScriptedReviser, play_episode
+
+    table = tmp_path / "pool.jsonl"
+    table.write_text("\n".join(_pool_rows({TASK})) + "\n")
+    executor = pool_replay_executor([table])
+    for record in records:
+        env = MLTaskMultiTurnEnv(tasks=[TASK], executor=executor, max_turns=record["turns"],
+                                 reward="final")  # fmt: skip
+        steps = play_episode(env, ScriptedReviser(seed=SEED), seed=SEED)
+        assert [s[4]["status"] for s in steps] == [s["status"] for s in record["steps"]]
+        for step, live in zip(steps, record["steps"], strict=True):
+            assert step[4]["score"] == pytest.approx(live["score"], abs=1e-9)
+        assert steps[-1][4]["private_score"] == pytest.approx(record["private"], abs=1e-9)
+
+
+def test_the_transfer_check_runs_on_the_second_suite(tmp_path, monkeypatch) -> None:
+    """Tiny sizes on two pretraining tasks and two held-out ones (one real-data): every arm
+    trains, and the real episodes report the private score of their best program."""
+    from wmrl_env.bench import multiturn
+    from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
+    from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+
+    train, heldout = ["hr_missing_s1", "hr_periodic_s2"], ["hr_missing_s0", "rd_ecdat_catsup"]
+    table = tmp_path / "pool.jsonl"
+    table.write_text("\n".join(_pool_rows(set(train + heldout))) + "\n")
+    executor = pool_replay_executor([table])
+    monkeypatch.setattr(multiturn, "suite_tasks", lambda config: (train, heldout))
+    monkeypatch.setattr(multiturn, "_pool_replay_executor", lambda: executor)
+    config = multiturn.TransferConfig(
+        rounds=1, seeds=1, num_groups=4, group_size=2, anchor_fraction=0.25, max_turns=2,
+        eval_episodes=1, eval_every=1, suite="pool",
+    )  # fmt: skip
+    out = multiturn.run_transfer(config, load_ml_world_model("v4"))
+    rows = {row["arm"]: row for row in multiturn.summary_rows(out)}
+    assert set(rows) == set(multiturn.ARMS)
+    for row in rows.values():
+        assert 0.0 < row["real_private"][0] <= 1.0
+    assert rows["wm"]["real_executions"][0] == 0
+    assert "gain over anchors (paired, private)" in multiturn.markdown(out)
