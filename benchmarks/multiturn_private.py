@@ -1,6 +1,7 @@
 """The scripted reviser's private-test gain after K turns on the second suite's held-out tasks.
 
-Each episode is played live (validation score as the reward, ``reward="final"``); the first
+Each episode is played live (validation score as the reward, ``reward="final"``; or, with
+``--executor replay``, answered from the pool tables' recorded real runs); the first
 turn's program is then run alone (a one-turn episode from the same start) so both private
 scores are real. Prints the mean gain (final private minus first turn's private) with a
 bootstrap interval over tasks and starts, per task and per task family. Episodes are appended
@@ -18,6 +19,8 @@ Example:
         --out runs/mt_private_pool.jsonl
     nice python benchmarks/multiturn_private.py --tasks pool --starts 4 --turns 4 \\
         --out runs/mt_private_pool.jsonl --fidelity v4
+    nice python benchmarks/multiturn_private.py --tasks pool --starts 20 --turns 4 \\
+        --executor replay --out runs/mt_private_pool_replay.jsonl
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--starts", type=int, default=3, help="start seeds per task")
     parser.add_argument("--turns", type=int, default=4, help="K, the turns per episode")
     parser.add_argument("--out", default="runs/mt_private.jsonl")
+    parser.add_argument("--executor", choices=("live", "replay"), default="live",
+                        help="live: the local sandbox; replay: the pool tables' recorded "
+                        "real runs of the same programs")  # fmt: skip
     parser.add_argument("--fidelity", default=None, metavar="VERSION",
                         help="measure the simulator over this ML world model on the recorded "
                         "turns instead of playing (no new execution)")  # fmt: skip
@@ -63,10 +69,16 @@ def main(argv: Sequence[str] | None = None) -> str:
         text = fidelity_markdown(turn_fidelity(records, load_ml_world_model(args.fidelity)))
         print(text)
         return text
+    executor = "local"
+    if args.executor == "replay":
+        from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
+
+        executor = pool_replay_executor()
     with open(args.out, "a") as out:
         for task in tasks:
             skip = [(seed, k) for (t, seed, k) in done if t == task]
-            for row in play_starts(task, range(args.starts), args.turns, skip=skip):
+            for row in play_starts(task, range(args.starts), args.turns, skip=skip,
+                                   executor=executor):  # fmt: skip
                 done[(task, row["seed"], row["turns"])] = row
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -77,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     lines = [
         f"private gain after {args.turns} turns over turn 1: {mean:+.3f} "
         f"[{low:+.3f}, {high:+.3f}] ({len(tasks)} tasks x {args.starts} starts, "
-        f"{execs} live executions)"
+        f"{execs} {'replayed' if args.executor == 'replay' else 'live'} executions)"
     ]
     for prefix in ("hr_", "rd_"):
         rows = [i for i, t in enumerate(tasks) if t.startswith(prefix)]

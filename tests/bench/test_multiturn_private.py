@@ -127,21 +127,17 @@ def _pool_rows(tasks: set[str]) -> list[str]:
 def test_the_pool_tables_replay_the_live_episode(tmp_path, records) -> None:
     """The reviser's programs are in the pool tables: replayed, the live episode's scores
     (validation per turn, private at the end) come back."""
-    from wmrl_env.envs.ml_tasks.multiturn import MLTaskMultiTurnEnv
     from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
-    from wmrl_env.envs.ml_tasks.reviser import ScriptedReviser, play_episode
 
     table = tmp_path / "pool.jsonl"
     table.write_text("\n".join(_pool_rows({TASK})) + "\n")
-    executor = pool_replay_executor([table])
-    for record in records:
-        env = MLTaskMultiTurnEnv(tasks=[TASK], executor=executor, max_turns=record["turns"],
-                                 reward="final")  # fmt: skip
-        steps = play_episode(env, ScriptedReviser(seed=SEED), seed=SEED)
-        assert [s[4]["status"] for s in steps] == [s["status"] for s in record["steps"]]
-        for step, live in zip(steps, record["steps"], strict=True):
-            assert step[4]["score"] == pytest.approx(live["score"], abs=1e-9)
-        assert steps[-1][4]["private_score"] == pytest.approx(record["private"], abs=1e-9)
+    replayed = list(play_starts(TASK, [SEED], 2, executor=pool_replay_executor([table])))
+    for record, live in zip(replayed, records, strict=True):
+        assert [s["program"] for s in record["steps"]] == [s["program"] for s in live["steps"]]
+        assert [s["status"] for s in record["steps"]] == [s["status"] for s in live["steps"]]
+        for step, live_step in zip(record["steps"], live["steps"], strict=True):
+            assert step["score"] == pytest.approx(live_step["score"], abs=1e-9)
+        assert record["private"] == pytest.approx(live["private"], abs=1e-9)
 
 
 def test_the_transfer_check_runs_on_the_second_suite(tmp_path, monkeypatch) -> None:

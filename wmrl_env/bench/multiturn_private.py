@@ -48,18 +48,25 @@ real-data tasks ``rd_*``)."""
 
 
 def play_starts(
-    task: str, seeds: Iterable[int], turns: int, *, skip: Iterable[tuple[int, int]] = ()
+    task: str,
+    seeds: Iterable[int],
+    turns: int,
+    *,
+    skip: Iterable[tuple[int, int]] = (),
+    executor: Any = "local",
 ) -> Iterable[dict[str, Any]]:
-    """Yield one record per live episode of the reviser on ``task``: for each seed, a
+    """Yield one record per episode of the reviser on ``task``: for each seed, a
     ``turns``-turn episode and a one-turn episode (keys ``task``, ``seed``, ``turns``,
     ``executions``, ``valid_first``, ``valid_final``, ``private``, ``steps``). Pairs
-    ``(seed, turns)`` in ``skip`` are not played (a resumed run)."""
+    ``(seed, turns)`` in ``skip`` are not played (a resumed run). ``executor``: ``"local"``
+    (live, in the sandbox) or an executor such as
+    :func:`~wmrl_env.envs.ml_tasks.pool.pool_replay_executor` (recorded real runs)."""
     from wmrl_env.envs.ml_tasks.multiturn import STOP, MLTaskMultiTurnEnv
     from wmrl_env.envs.ml_tasks.reviser import ScriptedReviser
 
     skipped = set(skip)
     lengths = (1, turns) if turns > 1 else (1,)
-    envs = {k: MLTaskMultiTurnEnv(tasks=[task], executor="local", max_turns=k, reward="final")
+    envs = {k: MLTaskMultiTurnEnv(tasks=[task], executor=executor, max_turns=k, reward="final")
             for k in lengths}  # fmt: skip
     try:
         for seed in seeds:
@@ -146,7 +153,8 @@ def turn_fidelity(
     (the share of real turns that ran), ``real_failures``, ``failures_caught`` (real
     failures reported as failures), ``error_class_accuracy`` (over real failures: the same
     error class), ``score_spearman`` (simulated against real score over turns where both
-    report one) with ``scored``; ``"all"`` also holds ``within_task_spearman`` (mean over
+    report one) with ``scored``, and ``score_bias`` (the mean simulated minus real score
+    there); ``"all"`` also holds ``within_task_spearman`` (mean over
     tasks of the Spearman over their scored turns)."""
     from wmrl_env.envs.ml_tasks.programs import ProgramSpec
     from wmrl_env.envs.ml_tasks.simulator import TurnSimulator
@@ -186,6 +194,8 @@ def turn_fidelity(
             "error_class_accuracy": float((sim_class == real_class)[failed].mean())
             if failed.any() else None,
             "score_spearman": rho,
+            "score_bias": float((sim_score - real_score)[scored].mean()) if scored.any()
+            else None,
             "scored": int(scored.sum()),
         }  # fmt: skip
 
@@ -214,13 +224,13 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float | None:
 def fidelity_markdown(fidelity: Mapping[str, Mapping[str, Any]]) -> str:
     """A table of :func:`turn_fidelity`'s figures, one row per turn and one for all."""
 
-    def number(value: Any) -> str:
-        return "-" if value is None else f"{value:.3f}"
+    def number(value: Any, spec: str = ".3f") -> str:
+        return "-" if value is None else format(value, spec)
 
     lines = [
         "| turn | turns | status accuracy | all-ok baseline | real failures (caught) "
-        "| error-class accuracy | score Spearman (scored) |",
-        "|---|---|---|---|---|---|---|",
+        "| error-class accuracy | score Spearman (scored) | score bias |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, f in fidelity.items():
         caught = "" if f["failures_caught"] is None else f" ({f['failures_caught']:.2f})"
@@ -228,7 +238,7 @@ def fidelity_markdown(fidelity: Mapping[str, Mapping[str, Any]]) -> str:
             f"| {key} | {f['turns']} | {number(f['status_accuracy'])} "
             f"| {number(f['all_ok_baseline'])} | {f['real_failures']}{caught} "
             f"| {number(f['error_class_accuracy'])} | {number(f['score_spearman'])} "
-            f"({f['scored']}) |"
+            f"({f['scored']}) | {number(f['score_bias'], '+.3f')} |"
         )
     within = fidelity.get("all", {}).get("within_task_spearman")
     if within is not None:
