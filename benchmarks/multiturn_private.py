@@ -30,6 +30,8 @@ import json
 import os
 from collections.abc import Sequence
 
+import numpy as np
+
 from wmrl_env.bench.multiturn_private import (
     SUITES,
     bootstrap_interval,
@@ -69,8 +71,11 @@ def main(argv: Sequence[str] | None = None) -> str:
         text = fidelity_markdown(turn_fidelity(records, load_ml_world_model(args.fidelity)))
         print(text)
         return text
+    lengths = {1, args.turns}
+    missing = any((t, seed, k) not in done for t in tasks for seed in range(args.starts)
+                  for k in lengths)  # fmt: skip
     executor = "local"
-    if args.executor == "replay":
+    if args.executor == "replay" and missing:  # the tables are read only when needed
         from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
 
         executor = pool_replay_executor()
@@ -91,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> str:
         f"[{low:+.3f}, {high:+.3f}] ({len(tasks)} tasks x {args.starts} starts, "
         f"{execs} {'replayed' if args.executor == 'replay' else 'live'} executions)"
     ]
+    ran = np.array([[done[(t, s, 1)]["steps"][0]["status"] == "ok" if "steps" in done[(t, s, 1)]
+                     else True for s in range(args.starts)] for t in tasks])  # fmt: skip
+    if ran.any() and not ran.all():
+        part, (p_low, p_high) = bootstrap_interval(np.where(ran, gains, np.nan))
+        lines.append(f"  starts whose first program ran ({int(ran.sum())}): {part:+.3f} "
+                     f"[{p_low:+.3f}, {p_high:+.3f}]")  # fmt: skip
     for prefix in ("hr_", "rd_"):
         rows = [i for i, t in enumerate(tasks) if t.startswith(prefix)]
         if rows and len(rows) < len(tasks):

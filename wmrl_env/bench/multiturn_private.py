@@ -125,7 +125,7 @@ def bootstrap_interval(
     cells: np.ndarray, *, resamples: int = 2000, seed: int = 0
 ) -> tuple[float, tuple[float, float]]:
     """Mean of a tasks x starts array and its 95 % bootstrap interval (tasks drawn with
-    replacement, then starts within each drawn task)."""
+    replacement, then starts within each drawn task); NaN cells are left out."""
     cells = np.asarray(cells, dtype=float)
     rng = np.random.default_rng(seed)
     n_tasks, n_starts = cells.shape
@@ -133,9 +133,10 @@ def bootstrap_interval(
     for b in range(resamples):
         rows = cells[rng.integers(n_tasks, size=n_tasks)]
         cols = rng.integers(n_starts, size=rows.shape)
-        boot[b] = np.take_along_axis(rows, cols, axis=1).mean()
-    low, high = np.quantile(boot, [0.025, 0.975])
-    return float(cells.mean()), (float(low), float(high))
+        drawn = np.take_along_axis(rows, cols, axis=1)
+        boot[b] = np.nanmean(drawn) if np.isfinite(drawn).any() else np.nan
+    low, high = np.nanquantile(boot, [0.025, 0.975])
+    return float(np.nanmean(cells)), (float(low), float(high))
 
 
 def turn_fidelity(
@@ -151,11 +152,12 @@ def turn_fidelity(
     one. Returns per turn (key ``"1"``, ``"2"``, ...) and over all turns (``"all"``):
     ``turns``, ``status_accuracy`` (simulated status = real status), ``all_ok_baseline``
     (the share of real turns that ran), ``real_failures``, ``failures_caught`` (real
-    failures reported as failures), ``error_class_accuracy`` (over real failures: the same
-    error class), ``score_spearman`` (simulated against real score over turns where both
-    report one) with ``scored``, and ``score_bias`` (the mean simulated minus real score
-    there); ``"all"`` also holds ``within_task_spearman`` (mean over
-    tasks of the Spearman over their scored turns)."""
+    failures reported as failures), ``error_class_accuracy`` (over ``classed_failures``,
+    the real failures whose report names an error class: the share reported as a failure of
+    that class; a replayed run's report may name none), ``score_spearman`` (simulated
+    against real score over the ``scored`` turns, where both report one) and ``score_bias``
+    (the mean simulated minus real score there); ``"all"`` also holds
+    ``within_task_spearman`` (mean over tasks of the Spearman over their scored turns)."""
     from wmrl_env.envs.ml_tasks.programs import ProgramSpec
     from wmrl_env.envs.ml_tasks.simulator import TurnSimulator
     from wmrl_env.envs.ml_tasks.turns import parse_report
@@ -175,13 +177,15 @@ def turn_fidelity(
     task_of = np.array([r["task"] for r, _ in turns])
     real_status = np.array([report.status for report in real])
     sim_status = np.array([report.status for report in simulated])
-    real_class = np.array([str(report.error_class) for report in real])
-    sim_class = np.array([str(report.error_class) for report in simulated])
+    real_class = np.array([report.error_class or "" for report in real])  # "": not known
+    sim_class = np.array([report.error_class or "" for report in simulated])
     real_score = np.array([np.nan if s.score is None else s.score for s in real])
     sim_score = np.array([np.nan if s.score is None else s.score for s in simulated])
 
     def figures(mask: np.ndarray) -> dict[str, Any]:
         failed = mask & (real_status != "ok")
+        classed = failed & (real_class != "")
+        class_hit = (sim_status != "ok") & (sim_class == real_class)
         scored = mask & np.isfinite(real_score) & np.isfinite(sim_score)
         rho = _spearman(sim_score[scored], real_score[scored])
         return {
@@ -191,8 +195,8 @@ def turn_fidelity(
             "real_failures": int(failed.sum()),
             "failures_caught": float((sim_status != "ok")[failed].mean()) if failed.any()
             else None,
-            "error_class_accuracy": float((sim_class == real_class)[failed].mean())
-            if failed.any() else None,
+            "error_class_accuracy": float(class_hit[classed].mean()) if classed.any() else None,
+            "classed_failures": int(classed.sum()),
             "score_spearman": rho,
             "score_bias": float((sim_score - real_score)[scored].mean()) if scored.any()
             else None,
@@ -229,15 +233,16 @@ def fidelity_markdown(fidelity: Mapping[str, Mapping[str, Any]]) -> str:
 
     lines = [
         "| turn | turns | status accuracy | all-ok baseline | real failures (caught) "
-        "| error-class accuracy | score Spearman (scored) | score bias |",
+        "| error-class accuracy (classed) | score Spearman (scored) | score bias |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for key, f in fidelity.items():
         caught = "" if f["failures_caught"] is None else f" ({f['failures_caught']:.2f})"
+        classed = "" if f["error_class_accuracy"] is None else f" ({f['classed_failures']})"
         lines.append(
             f"| {key} | {f['turns']} | {number(f['status_accuracy'])} "
             f"| {number(f['all_ok_baseline'])} | {f['real_failures']}{caught} "
-            f"| {number(f['error_class_accuracy'])} | {number(f['score_spearman'])} "
+            f"| {number(f['error_class_accuracy'])}{classed} | {number(f['score_spearman'])} "
             f"({f['scored']}) | {number(f['score_bias'], '+.3f')} |"
         )
     within = fidelity.get("all", {}).get("within_task_spearman")
