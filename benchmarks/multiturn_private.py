@@ -1,13 +1,26 @@
 """The scripted reviser's private-test gain after K turns on the second suite's held-out tasks.
 
-Each episode is played live (validation score as the reward, ``reward="final"``); the first
+Each episode is played live (validation score as the reward, ``reward="final"``; or, with
+``--executor replay``, answered from the pool tables' recorded real runs); the first
 turn's program is then run alone (a one-turn episode from the same start) so both private
 scores are real. Prints the mean gain (final private minus first turn's private) with a
-bootstrap interval over tasks and starts. Episodes are appended to ``--out`` and skipped
-when rerun, so an interrupted run resumes.
+bootstrap interval over tasks and starts, per task and per task family. Episodes are appended
+to ``--out`` with every turn (the observation before it, the program, the real report) and
+skipped when rerun, so an interrupted run resumes.
+
+``--fidelity VERSION`` runs nothing new: it asks the simulator over ML world model
+``VERSION`` (e.g. ``v4``) for every recorded real turn of the K-turn episodes, from the real
+observation before it, and prints its fidelity per turn (status accuracy against the all-ok
+baseline, error-class accuracy on real failures, score Spearman)
+(:mod:`wmrl_env.bench.multiturn_private`).
 
 Example:
-    nice python benchmarks/multiturn_private.py --starts 3 --turns 4 --out runs/mt_private.jsonl
+    nice python benchmarks/multiturn_private.py --tasks pool --starts 4 --turns 4 \\
+        --out runs/mt_private_pool.jsonl
+    nice python benchmarks/multiturn_private.py --tasks pool --starts 4 --turns 4 \\
+        --out runs/mt_private_pool.jsonl --fidelity v4
+    nice python benchmarks/multiturn_private.py --tasks pool --starts 20 --turns 4 \\
+        --executor replay --out runs/mt_private_pool_replay.jsonl
 """
 
 from __future__ import annotations
@@ -19,82 +32,86 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from wmrl_env.envs.ml_tasks.multiturn import MLTaskMultiTurnEnv
-from wmrl_env.envs.ml_tasks.reviser import ScriptedReviser, play_episode
-
-HELDOUT = (
-    "hr_categories_s0",
-    "hr_interactions_s0",
-    "hr_missing_s0",
-    "hr_outliers_s0",
-    "hr_periodic_s0",
-    "hr_wide_linear_s0",
+from wmrl_env.bench.multiturn_private import (
+    SUITES,
+    bootstrap_interval,
+    fidelity_markdown,
+    play_starts,
+    private_gains,
+    turn_fidelity,
 )
 
 
-def play(task: str, seed: int, turns: int) -> dict[str, object]:
-    """One live episode of the reviser from start ``seed``: its validation and private scores."""
-    env = MLTaskMultiTurnEnv(tasks=[task], executor="local", max_turns=turns, reward="final")
-    steps = play_episode(env, ScriptedReviser(seed=seed), seed=seed)
-    env.close()
-    info = steps[-1][4]
-    return {
-        "task": task,
-        "seed": seed,
-        "turns": turns,
-        "executions": len(env.reports),
-        "valid_final": steps[-1][1],
-        "valid_first": steps[0][4]["score"],
-        "private": info["private_score"],
-    }
-
-
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", choices=tuple(SUITES), default="generated",
+                        help="generated: hr_*_s0; pool: those and the real-data rd_*")  # fmt: skip
     parser.add_argument("--starts", type=int, default=3, help="start seeds per task")
     parser.add_argument("--turns", type=int, default=4, help="K, the turns per episode")
     parser.add_argument("--out", default="runs/mt_private.jsonl")
+    parser.add_argument("--executor", choices=("live", "replay"), default="live",
+                        help="live: the local sandbox; replay: the pool tables' recorded "
+                        "real runs of the same programs")  # fmt: skip
+    parser.add_argument("--fidelity", default=None, metavar="VERSION",
+                        help="measure the simulator over this ML world model on the recorded "
+                        "turns instead of playing (no new execution)")  # fmt: skip
     args = parser.parse_args(argv)
+    tasks = SUITES[args.tasks]
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    done = {}
+    done: dict[tuple[str, int, int], dict] = {}
     if os.path.exists(args.out):
         with open(args.out) as previous:
             for line in previous:
                 row = json.loads(line)
                 done[(row["task"], row["seed"], row["turns"])] = row
+    if args.fidelity is not None:
+        from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+
+        records = [done[key] for key in sorted(done) if key[0] in tasks]
+        text = fidelity_markdown(turn_fidelity(records, load_ml_world_model(args.fidelity)))
+        print(text)
+        return text
+    lengths = {1, args.turns}
+    missing = any((t, seed, k) not in done for t in tasks for seed in range(args.starts)
+                  for k in lengths)  # fmt: skip
+    executor = "local"
+    if args.executor == "replay" and missing:  # the tables are read only when needed
+        from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
+
+        executor = pool_replay_executor()
     with open(args.out, "a") as out:
-        for task in HELDOUT:
-            for seed in range(args.starts):
-                for turns in (1, args.turns):
-                    if (task, seed, turns) not in done:
-                        row = play(task, seed, turns)
-                        done[(task, seed, turns)] = row
-                        out.write(json.dumps(row) + "\n")
-                        out.flush()
-    gains = np.array(
-        [
-            [
-                (done[(t, s, args.turns)]["private"] or 0.0) - (done[(t, s, 1)]["private"] or 0.0)
-                for s in range(args.starts)
-            ]
-            for t in HELDOUT
-        ]
-    )
-    rng = np.random.default_rng(0)
-    boot = []
-    for _ in range(2000):  # tasks, then starts within each drawn task
-        rows = gains[rng.integers(len(HELDOUT), size=len(HELDOUT))]
-        cols = rng.integers(args.starts, size=rows.shape)
-        boot.append(np.take_along_axis(rows, cols, axis=1).mean())
-    low, high = np.quantile(boot, [0.025, 0.975])
-    execs = sum(row["executions"] for row in done.values())
-    print(
-        f"private gain after {args.turns} turns over turn 1: {gains.mean():.3f} "
-        f"[{low:.3f}, {high:.3f}] ({len(HELDOUT)} tasks x {args.starts} starts, "
-        f"{execs} live executions)"
-    )
-    for t, row in zip(HELDOUT, gains, strict=True):
-        print(f"  {t}: {row.mean():+.3f}")
+        for task in tasks:
+            skip = [(seed, k) for (t, seed, k) in done if t == task]
+            for row in play_starts(task, range(args.starts), args.turns, skip=skip,
+                                   executor=executor):  # fmt: skip
+                done[(task, row["seed"], row["turns"])] = row
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+    gains = private_gains(done, tasks, args.starts, args.turns)
+    mean, (low, high) = bootstrap_interval(gains)
+    execs = sum(row["executions"] for key, row in done.items()
+                if key[0] in tasks and key[1] < args.starts)  # fmt: skip
+    lines = [
+        f"private gain after {args.turns} turns over turn 1: {mean:+.3f} "
+        f"[{low:+.3f}, {high:+.3f}] ({len(tasks)} tasks x {args.starts} starts, "
+        f"{execs} {'replayed' if args.executor == 'replay' else 'live'} executions)"
+    ]
+    ran = np.array([[done[(t, s, 1)]["steps"][0]["status"] == "ok" if "steps" in done[(t, s, 1)]
+                     else True for s in range(args.starts)] for t in tasks])  # fmt: skip
+    if ran.any() and not ran.all():
+        part, (p_low, p_high) = bootstrap_interval(np.where(ran, gains, np.nan))
+        lines.append(f"  starts whose first program ran ({int(ran.sum())}): {part:+.3f} "
+                     f"[{p_low:+.3f}, {p_high:+.3f}]")  # fmt: skip
+    for prefix in ("hr_", "rd_"):
+        rows = [i for i, t in enumerate(tasks) if t.startswith(prefix)]
+        if rows and len(rows) < len(tasks):
+            part, (p_low, p_high) = bootstrap_interval(gains[rows])
+            lines.append(f"  {prefix}*: {part:+.3f} [{p_low:+.3f}, {p_high:+.3f}]")
+    for task, row in zip(tasks, gains, strict=True):
+        lines.append(f"  {task}: {row.mean():+.3f} (" + ", ".join(f"{g:+.3f}" for g in row) + ")")
+    text = "\n".join(lines)
+    print(text)
+    return text
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ them and run live in the local sandbox otherwise. Each finished run is appended 
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --out runs/multiturn_transfer
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --policy lm \\
         --out runs/multiturn_transfer_lm
+
+``--suite pool`` runs the tabular check on the second suite (train on the world model's
+pretraining tasks, score on the held-out ``hr_*_s0`` and ``rd_*`` tasks' private test, real
+turns replayed from the pool tables, world model v4)::
+
+    PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --suite pool \\
+        --out runs/multiturn_transfer_pool
 """
 
 from __future__ import annotations
@@ -62,7 +69,12 @@ def main(argv: list[str] | None = None) -> str:
             handle.write(json.dumps(run) + "\n")
             handle.flush()
 
-    world_model = load_default_ml_world_model()
+    if config.suite == "pool":  # the open-space world model: the second suite's programs
+        from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+
+        world_model = load_ml_world_model("v4")
+    else:
+        world_model = load_default_ml_world_model()
     if args.policy == "lm":
         text = _run_lm(config, world_model, args.cache_dir, finished, append, out)
     else:

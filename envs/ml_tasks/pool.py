@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -54,6 +55,7 @@ __all__ = [
     "REAL_POOL_TASKS",
     "build_pool",
     "pool_programs",
+    "pool_replay_executor",
     "read_pool",
     "within_task_spearman",
 ]
@@ -85,6 +87,46 @@ def read_pool(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return rows
+
+
+def pool_replay_executor(paths: Sequence[str | os.PathLike[str]] | None = None) -> Any:
+    """A :class:`~wmrl_env.sandboxes.replay.ReplayExecutor` answering the programs that the
+    pool tables at ``paths`` hold (default: the committed tables of the held-out tasks,
+    generated and real-data, and of the pretraining tasks) as the live sandbox would: the
+    validation score normalised like a live run's (trivial baseline 0, the metric's ideal 1),
+    and the normalised private score in the result's metadata (``private_score``, which
+    :class:`~wmrl_env.envs.ml_tasks.multiturn.MLTaskMultiTurnEnv` reports at the end). The
+    first suite's 72 programs render the same text in both spaces, so the structured
+    programs of the multi-turn env replay on every task of the second suite."""
+    from wmrl_env.sandboxes.replay import ReplayExecutor, ReplayRecord
+
+    from .scoring import normalised_score
+
+    if paths is None:
+        data = Path(__file__).resolve().parent / "data"
+        paths = [data / name for name in
+                 ("pool_v2.jsonl", "pool_real_v1.jsonl", "pool_pretrain_v1.jsonl")]  # fmt: skip
+    records = []
+    for path in paths:
+        for row in read_pool(path):
+            if row["status"] == "error":  # the executor failed, not the program
+                continue
+            task = private_test_task(row["task_id"])
+            ok = row["status"] == "ok" and row["valid_raw"] is not None
+            valid = normalised_score(float(row["valid_raw"]), baseline=task.baseline,
+                                     reference=task.reference) if ok else math.nan  # fmt: skip
+            private = None
+            if ok and row.get("private_raw") is not None:
+                private = normalised_score(float(row["private_raw"]),
+                                           baseline=task.private_baseline,
+                                           reference=task.reference)  # fmt: skip
+            metadata = {"private_score": private} if ok else {}
+            if ok:
+                metadata["raw_metric"] = float(row["valid_raw"])
+            records.append(ReplayRecord(row["task_id"], row["program_hash"], row["status"],
+                                        valid, float(row["exec_seconds"]), row.get("message", ""),
+                                        metadata))  # fmt: skip
+    return ReplayExecutor(records)
 
 
 def build_pool(

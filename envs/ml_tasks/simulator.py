@@ -47,9 +47,9 @@ import numpy as np
 from wmrl_env.world_models.base import StepPrediction
 from wmrl_env.world_models.outcomes import STATUSES, error_class
 
+from .env import resolve_task
 from .multiturn import REWARD_MODES, STOP, RewardMode
 from .programs import ProgramSpec, render_program
-from .registry import get_task
 from .turns import TurnReport, parse_report, render_report
 
 __all__ = ["TurnSimulator", "error_messages"]
@@ -150,7 +150,7 @@ class TurnSimulator:
     ) -> list[tuple[TurnReport, float]]:
         contexts, programs = [], []
         for (task_id, *_), action in zip(states, actions, strict=True):
-            task = get_task(task_id)
+            task = resolve_task(task_id)
             contexts.append(task.description)
             programs.append(_program(action, task.kind))
         outcome = self.world_model.predict_outcomes(

@@ -62,3 +62,9 @@ def test_bad_configs_are_refused() -> None:
         TransferConfig(arms=("real", "magic"))
     with pytest.raises(ValueError, match="anchor_fraction"):
         TransferConfig(anchor_fraction=0.0)
+    with pytest.raises(ValueError, match="suite"):
+        TransferConfig(suite="second")
+    from wmrl_env.bench.multiturn_lm import LMTransferConfig
+
+    with pytest.raises(ValueError, match="first suite only"):
+        LMTransferConfig(suite="pool")

@@ -17,6 +17,14 @@ sampled episode of ``max_turns`` turns), and on the simulator on the same tasks:
 sim-to-real gap, and how often the policy meets a failure it must fix under each feedback.
 Real scores replay the committed execution table (each turn one real execution).
 
+``suite="pool"`` runs the same check on the second suite: the policy trains on the world
+model's pretraining tasks (``hr_*_s1``, ``hr_*_s2``), is scored on the held-out tasks
+(``hr_*_s0`` and the real-data ``rd_*``), real turns replay the pool tables
+(:func:`~wmrl_env.envs.ml_tasks.pool.pool_replay_executor`), and each real episode also
+reports ``real_private``: the private-test score of its best program by validation (what
+would be deployed); the gain over ``anchors`` is then read on that private score. Pass the
+open-space world model (``load_ml_world_model("v4")``).
+
 Example:
     >>> from wmrl_env.bench.multiturn import TransferConfig
     >>> TransferConfig(rounds=2, seeds=1).anchor_groups
@@ -34,7 +42,9 @@ from typing import Any
 import numpy as np
 
 from wmrl_env.bench.revision_policy import RevisionPolicy
-from wmrl_env.envs.ml_tasks import STOP, MLTaskMultiTurnEnv, get_task, task_ids
+from wmrl_env.envs.ml_tasks import STOP, MLTaskMultiTurnEnv, ProgramSpec, task_ids
+from wmrl_env.envs.ml_tasks.env import resolve_task
+from wmrl_env.envs.ml_tasks.programs import render_program
 from wmrl_env.envs.ml_tasks.simulator import TurnSimulator
 from wmrl_env.envs.ml_tasks.turns import parse_report
 from wmrl_env.fusion import RewardFusion
@@ -68,8 +78,11 @@ class TransferConfig:
     eval_every: int = 8
     eval_episodes: int = 2
     heldout_tasks: int = 0  # 0: every held-out task
+    suite: str = "first"  # "first", or "pool": the second suite, scored on its private test
 
     def __post_init__(self) -> None:
+        if self.suite not in ("first", "pool"):
+            raise ValueError(f"suite must be 'first' or 'pool', got {self.suite!r}")
         unknown = set(self.arms) - set(ARMS)
         if unknown:
             raise ValueError(f"unknown arms {sorted(unknown)}; choose from {ARMS}")
@@ -91,8 +104,24 @@ def _obs_array(items: list[Any]) -> np.ndarray:
     return array
 
 
+def suite_tasks(config: TransferConfig) -> tuple[list[str], list[str]]:
+    """The train and held-out task ids of ``config.suite``."""
+    if config.suite == "pool":
+        from wmrl_env.bench.multiturn_private import SUITES
+        from wmrl_env.bench.pool_suite import default_pretraining_table
+        from wmrl_env.envs.ml_tasks.pool import read_pool
+
+        train = sorted({row["task_id"] for row in read_pool(default_pretraining_table())})
+        return train, list(SUITES["pool"])
+    return list(task_ids("train")), list(task_ids("heldout"))
+
+
+def _suite_executor(suite: str) -> Any:
+    return _pool_replay_executor() if suite == "pool" else _replay_executor()
+
+
 def _make_envs(
-    arm: str, seed: int, config: TransferConfig, world_model: Any, executor: Any = "replay"
+    arm: str, seed: int, config: TransferConfig, world_model: Any, executor: Any = None
 ) -> WorldModelVectorEnv:
     method = {"real": "real", "anchors": "real", "wmrl": "wmrl", "wm": "wm"}[arm]
     groups = config.anchor_groups if arm == "anchors" else config.num_groups
@@ -101,8 +130,8 @@ def _make_envs(
     )
     make_env = functools.partial(
         MLTaskMultiTurnEnv,
-        tasks="train",
-        executor=executor,
+        tasks=suite_tasks(config)[0],
+        executor=_suite_executor(config.suite) if executor is None else executor,
         max_turns=config.max_turns,
         reward="best",
     )
@@ -157,17 +186,20 @@ def evaluate(
     seed: int,
 ) -> dict[str, float]:
     """The policy's sampled episodes on ``tasks``, played for real (replay) and in the
-    simulator from the same draws: mean best score, first-turn score and fix rate of each."""
+    simulator from the same draws: mean best score, first-turn score and fix rate of each
+    (on the second suite also ``real_private``: the private score of each real episode's
+    best program by validation)."""
     out: dict[str, float] = {}
     for where in ("real", "sim"):
         rng = np.random.default_rng([seed, 991])
         starts = [t for t in tasks for _ in range(config.eval_episodes)]
         episodes = [policy.new_episode() for _ in starts]
-        observations = [get_task(t).description for t in starts]
+        observations = [resolve_task(t).description for t in starts]
         reports: list[list[Any]] = [[] for _ in starts]
+        sent: list[list[Any]] = [[] for _ in starts]
         envs = []
         if where == "real":
-            replay = _replay_executor()  # one for every env: the table is read once
+            replay = _suite_executor(config.suite)  # one for every env: read once
             for k, task in enumerate(starts):
                 env = MLTaskMultiTurnEnv(tasks=[task], executor=replay,
                                          max_turns=config.max_turns)  # fmt: skip
@@ -176,6 +208,8 @@ def evaluate(
         simulator = TurnSimulator(world_model, max_turns=config.max_turns, seed=seed)
         for _ in range(config.max_turns):
             actions = [e.act(o, rng) for e, o in zip(episodes, observations, strict=True)]
+            for k, action in enumerate(actions):
+                sent[k].append(action)
             if where == "real":
                 observations = [env.step(a)[0] for env, a in zip(envs, actions, strict=True)]
             else:
@@ -183,6 +217,11 @@ def evaluate(
                 observations = list(step.next_observations)
             for k, text in enumerate(observations):
                 reports[k].append(parse_report(text))
+        if where == "real" and config.suite == "pool":
+            out["real_private"] = float(np.mean([
+                _deployed_private(task, rs, actions, replay)
+                for task, rs, actions in zip(starts, reports, sent, strict=True)
+            ]))  # fmt: skip
         for env in envs:
             env.close()
         best = [max((r.score or 0.0 for r in rs), default=0.0) for rs in reports]
@@ -194,6 +233,26 @@ def evaluate(
         out[f"{where}_fixes_per_episode"] = float(np.mean([e.fixes for e in episodes]))
     out["sim_minus_real"] = out["sim_best"] - out["real_best"]
     return out
+
+
+def _deployed_private(task_id: str, reports: list[Any], actions: list[Any], executor: Any) -> float:
+    """The private score of the episode's best program by validation (0 if none ran)."""
+    ran = [(r.score, a) for r, a in zip(reports, actions, strict=True)
+           if r is not None and r.score is not None]  # fmt: skip
+    if not ran:
+        return 0.0
+    task = resolve_task(task_id)
+    program = render_program(ProgramSpec.from_action(max(ran, key=lambda pair: pair[0])[1]),
+                             task.kind)  # fmt: skip
+    value = executor.run([task.make_job(program)])[0].metadata.get("private_score")
+    return 0.0 if value is None else float(value)
+
+
+@functools.lru_cache(maxsize=1)
+def _pool_replay_executor() -> Any:
+    from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
+
+    return pool_replay_executor()
 
 
 @functools.lru_cache(maxsize=1)
@@ -211,7 +270,7 @@ def run_transfer(
 ) -> dict[str, Any]:
     """Every arm x seed; the results as one JSON-able dict. ``finished`` runs (from an earlier
     call's ``on_run``) are kept, not run again: a stopped check resumes."""
-    heldout = list(task_ids("heldout"))
+    heldout = suite_tasks(config)[1]
     if config.heldout_tasks:
         heldout = heldout[: config.heldout_tasks]
     untrained = evaluate(RevisionPolicy(), heldout, config, world_model, seed=0)
@@ -230,21 +289,25 @@ def run_transfer(
 def markdown(results: dict[str, Any]) -> str:
     """The transfer table: each arm's real and simulated held-out scores at its last round."""
     config, untrained = results["config"], results["untrained"]
+    private = _gain_key(results) == "real_private"
+    extra = ("| real private score (best by validation) ", "|---") if private else ("", "")
     lines = [
         f"Held-out tasks, best score of a sampled {config['max_turns']}-turn episode "
         f"(mean [95 % interval] over {config['seeds']} seeds; real = replayed executions):",
         "",
-        "| arm | real executions | real score | simulated score | sim - real | "
-        "gain over anchors (paired) |",
-        "|---|---|---|---|---|---|",
-        f"| untrained policy | 0 | {untrained['real_best']:.3f} | {untrained['sim_best']:.3f} "
-        f"| {untrained['sim_minus_real']:+.3f} | |",
+        f"| arm | real executions | real score {extra[0]}| simulated score | sim - real | "
+        f"gain over anchors (paired{', private' if private else ''}) |",
+        f"|---|---|---{extra[1]}|---|---|---|",
+        f"| untrained policy | 0 | {untrained['real_best']:.3f} "
+        + (f"| {untrained['real_private']:.3f} " if private else "")
+        + f"| {untrained['sim_best']:.3f} | {untrained['sim_minus_real']:+.3f} | |",
     ]
     for row in summary_rows(results):
         gain = row.get("gain_over_anchors")
         lines.append(
             f"| {row['arm']} | {row['real_executions'][0]:.0f} | {_fmt(row['real_best'])} "
-            f"| {_fmt(row['sim_best'])} | {_fmt(row['sim_minus_real'], signed=True)} "
+            + (f"| {_fmt(row['real_private'])} " if private else "")
+            + f"| {_fmt(row['sim_best'])} | {_fmt(row['sim_minus_real'], signed=True)} "
             f"| {'' if gain is None else _fmt(gain, signed=True)} |"
         )
     return "\n".join(lines) + "\n"
@@ -267,20 +330,28 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     for run in results["runs"]:
         finals.setdefault(run["arm"], {})[run["seed"]] = run["checkpoints"][-1]
     rows = []
+    gain_key = _gain_key(results)
     for arm, by_seed in finals.items():
         row: dict[str, Any] = {"arm": arm}
-        for key in ("real_best", "sim_best", "sim_minus_real", "real_executions",
+        for key in ("real_best", "sim_best", "sim_minus_real", "real_executions", "real_private",
                     "real_failures_per_episode", "sim_failures_per_episode"):  # fmt: skip
+            if any(key not in c for c in by_seed.values()):
+                continue
             values = np.array([c[key] for c in by_seed.values()], dtype=np.float64)
             row[key] = _mean_interval(values)
         if "anchors" in finals and arm != "anchors":
             common = sorted(set(by_seed) & set(finals["anchors"]))
             gains = np.array(
-                [by_seed[s]["real_best"] - finals["anchors"][s]["real_best"] for s in common]
+                [by_seed[s][gain_key] - finals["anchors"][s][gain_key] for s in common]
             )
             row["gain_over_anchors"] = _mean_interval(gains)
         rows.append(row)
     return rows
+
+
+def _gain_key(results: dict[str, Any]) -> str:
+    """What the gain over ``anchors`` reads: the private score on the second suite."""
+    return "real_private" if results["config"].get("suite") == "pool" else "real_best"
 
 
 def _mean_interval(values: np.ndarray) -> tuple[float, float, float]:

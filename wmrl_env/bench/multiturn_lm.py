@@ -70,6 +70,11 @@ class LMTransferConfig(TransferConfig):
     temperature: float = 1.0
     bc_seed: int = 0
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.suite != "first":
+            raise ValueError("the LM transfer check runs on the first suite only (suite='first')")
+
 
 def behaviour(
     reports: Sequence[Sequence[TurnReport]],

@@ -54,6 +54,32 @@ def test_simulated_reports_have_the_real_format(world_model) -> None:
     assert stop.terminations.all() and stop.rewards == pytest.approx(best)
 
 
+def test_second_suite_tasks_are_simulated_from_their_own_description() -> None:
+    """A generated and a real-data task (private test) are read like the real env reads them:
+    the world model sees each task's own description and the program of its task kind."""
+    from wmrl_env.envs.ml_tasks.env import resolve_task
+    from wmrl_env.world_models.outcomes import OutcomePrediction
+
+    seen = []
+
+    class Recorder:
+        def predict_outcomes(self, contexts, programs, failure_score=0.0):
+            seen.extend(zip(contexts, programs, strict=True))
+            n = len(programs)
+            probs = np.tile([1.0, 0, 0, 0, 0], (n, 1))
+            return OutcomePrediction.build(probs, np.full(n, 0.6), np.zeros(n),
+                                           np.zeros(n, bool), failure_score)  # fmt: skip
+
+    tasks = ("hr_missing_s0", "rd_dplyr_storms")
+    simulator = TurnSimulator(Recorder(), max_turns=2, status="most_likely", seed=0)
+    starts = _obs_array([f"Task {t}: (the description)" for t in tasks])
+    step = simulator.predict_step(starts, _obs_array([ProgramSpec("none", "knn", "mid")] * 2))
+    assert [parse_report(text).task_id for text in step.next_observations] == list(tasks)
+    assert [parse_report(text).score for text in step.next_observations] == [0.6, 0.6]
+    for task, (context, program) in zip(tasks, seen, strict=True):
+        assert context == resolve_task(task).description and "KNeighbors" in program
+
+
 def test_a_world_model_without_the_contract_is_refused() -> None:
     class ScoresOnly:
         def predict(self, contexts, artifacts):
