@@ -75,6 +75,8 @@ COLUMNS: tuple[str, ...] = (*PROGRAM_COLUMNS, *TASK_COLUMNS, "log_model_columns"
 """The feature row: program columns, task columns, log10 of the columns the model fits on."""
 MIN_OK_SHARE = 0.05
 _CACHE_SIZE = 200_000
+_PROGRAM_INDEX = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
+_TASK_INDEX = {name: i for i, name in enumerate(TASK_COLUMNS)}
 
 
 def program_blocks() -> np.ndarray:
@@ -93,8 +95,7 @@ def program_blocks() -> np.ndarray:
 
 def model_columns(program: np.ndarray, task: np.ndarray) -> float:
     """log10 of the columns the model is fitted on (the feature step's width)."""
-    col = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
-    t = {name: i for i, name in enumerate(TASK_COLUMNS)}
+    col, t = _PROGRAM_INDEX, _TASK_INDEX
     columns = 10 ** task[t["log_columns"]] if np.isfinite(task[t["log_columns"]]) else 10.0
     missing = task[t["columns_with_missing_share"]]
     if program[col["imputer=indicator"]] and np.isfinite(missing):
@@ -162,9 +163,13 @@ class OpenSpaceWorldModel:
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
         """``(feature rows, parsed mask, (task key, program key) per item)``; each program is
         parsed once per task (cached); rows of unparsed items are NaN."""
-        keys = [
-            (text_key(as_text(c)), text_key(p)) for c, p in zip(contexts, programs, strict=True)
-        ]
+        task_keys: dict[str, str] = {}  # a batch's groups share their task: hashed once
+        keys = []
+        for c, p in zip(contexts, programs, strict=True):
+            text = as_text(c)
+            if text not in task_keys:
+                task_keys[text] = text_key(text)
+            keys.append((task_keys[text], text_key(p)))
         out = np.full((len(programs), len(COLUMNS)), np.nan)
         parsed = np.zeros(len(programs), dtype=bool)
         for i, key in enumerate(keys):
@@ -362,6 +367,8 @@ class OpenSpaceWorldModel:
 def _rendered(parsed: Any, program: str, task: np.ndarray) -> bool:
     """Whether ``program`` is exactly the grammar's rendering of its parse (valid Python by
     construction: no compile needed)."""
+    if not program.startswith('"""Solution '):  # as every rendering does
+        return False
     kinds = [k for k in ("binary", "multiclass", "regression")
              if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
     if len(kinds) != 1:
