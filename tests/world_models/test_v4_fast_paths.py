@@ -1,0 +1,245 @@
+"""World model v4's fast paths change no prediction.
+
+The reference path lives here only: the estimator calls found by one alternation of their
+names and every argument list read by ``ast.parse``, code keys built line by line, each
+tree ensemble walked over the whole batch at once. v4 (and v3, which shares the code keys
+and the trees) must predict bit-identically with and without it, on a varied sample of
+programs (the grammar's renderings, mutated ones, comment variants, programs that do not
+parse or compile) and on random argument lists and texts.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+
+import numpy as np
+import pytest
+
+from program_sample import program_sample
+from wmrl_env.world_models.programs import grammar_features, open_space, program_features
+from wmrl_env.world_models.programs.grammar_features import (
+    _STEPS,
+    FAMILY_OF_CLASS,
+    ParsedProgram,
+    parse_program,
+)
+from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
+from wmrl_env.world_models.text import text_key
+
+# ---------------------------------------------------------------- the reference path
+_REFERENCE_CALL = re.compile(r"\b(" + "|".join((*_STEPS, *FAMILY_OF_CLASS)) + r")\(")
+_TRIPLE = re.compile("\"\"\"|'''")
+
+
+def reference_call_arguments(text: str, start: int) -> str:
+    depth, i = 1, start
+    while i < len(text) and depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    return text[start : i - 1]
+
+
+def reference_keywords(arguments: str) -> dict:
+    try:
+        call = ast.parse(f"f({arguments})", mode="eval").body
+    except SyntaxError:
+        return {}
+    found = {}
+    for keyword in getattr(call, "keywords", ()):
+        if keyword.arg is None:
+            continue
+        try:
+            found[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:
+            found[keyword.arg] = None
+    return found
+
+
+def reference_parse_program(text: str) -> ParsedProgram | None:
+    calls = [(m.group(1), reference_call_arguments(text, m.end()))
+             for m in _REFERENCE_CALL.finditer(text)]  # fmt: skip
+    models = [(name, args) for name, args in calls if name in FAMILY_OF_CLASS]
+    if not models:
+        return None
+    estimator, model_args = models[-1]
+    imputer, transform, features = "none", "none", "none"
+    knots, kept = 5.0, 1.0
+    after_feature_step = after_function = False
+    for name, args in calls:
+        if name == "SimpleImputer":
+            keys = reference_keywords(args)
+            if keys.get("add_indicator"):
+                imputer = "indicator"
+            else:
+                imputer = "mean" if keys.get("strategy") == "mean" else "median"
+        elif name == "FunctionTransformer":
+            transform = "signed_log" if "sign" in args else "log1p"
+            after_function = True
+        elif name in ("RobustScaler", "QuantileTransformer"):
+            transform = "robust" if name == "RobustScaler" else "quantile"
+        elif name == "StandardScaler":
+            if not (after_feature_step or after_function) and transform == "none":
+                transform = "standard"
+            after_function = False
+        elif name == "PolynomialFeatures":
+            features, after_feature_step = "poly2", True
+        elif name == "SplineTransformer":
+            features = "spline"
+            knots = float(reference_keywords(args).get("n_knots", 5) or 5)
+        elif name == "SelectPercentile":
+            features = "select"
+            kept = float(reference_keywords(args).get("percentile", 10) or 10) / 100.0
+    return ParsedProgram(imputer, transform, features, FAMILY_OF_CLASS[estimator], estimator,
+                         reference_keywords(model_args), knots, kept)  # fmt: skip
+
+
+def reference_code_key(program: str) -> str | None:
+    if "\\\n" in program:
+        return None
+    kept, inside = [], None
+    for line in program.splitlines():
+        if inside is None:
+            line = line.rstrip()
+            if not line or line.lstrip().startswith("#"):
+                continue
+        marks = _TRIPLE.findall(line) if '"""' in line or "'''" in line else None
+        if marks:
+            rest = _TRIPLE.sub("", line)
+            if any(c in rest for c in "'\"#\\"):
+                return None
+            for mark in marks:
+                if inside is None:
+                    inside = mark
+                elif mark == inside:
+                    inside = None
+        kept.append(line)
+    return text_key("\n".join(kept))
+
+
+def reference_tree_predict(self: TreeEnsemble, rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float64)
+    n, trees = len(rows), len(self.roots)
+    flat = rows.ravel()
+    node = np.tile(self.roots, n)
+    row_start = np.repeat(np.arange(n, dtype=np.int64) * self.n_features, trees)
+    active = np.flatnonzero(~self.is_leaf[node])
+    while len(active):
+        at = node[active]
+        x = flat[row_start[active] + self.feature[at]]
+        go_left = np.where(np.isnan(x), self.missing_left[at], x <= self.threshold[at])
+        at = np.where(go_left, self.left[at], self.right[at])
+        node[active] = at
+        active = active[~self.is_leaf[at]]
+    out = np.full(n, self.baseline)
+    for contribution in self.value[node].reshape(n, trees).T:
+        out += contribution
+    return out
+
+
+def same(a, b) -> bool:
+    """Equal values of equal types, recursively (1 is not 1.0, -0.0 is not 0.0)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, ParsedProgram) and isinstance(b, ParsedProgram):
+        return all(same(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+# ---------------------------------------------------------------- the tests
+_ATOMS = (
+    "C", "=", " = ", "1", "1.5", "-2", "1e3", ".5", "2.", "0", "00", "007", "1_0", "'a'",
+    '"b c"', "'(", ")'", "None", "True", "False", "np.inf", "x", "class", "np.None", ",",
+    " ", "\n", "\t", "#c\n", "\\", "\u0663", "\u00e9", "'\u00e9'", "(", ")", "*", "**",
+    "lambda", "f_classif", "__debug__", "1j", "\x00", "\r", "'\t'", "-", "+", "e", ".",
+    "[1]", "'''", "\x0c", "if", "match", "9" * 30,
+)  # fmt: skip
+
+
+def _argument_lists(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.5:  # shaped like a call's arguments
+            text = ", ".join(
+                rng.choice(("C", "max_depth", "x", "class", "gamma"))
+                + rng.choice(("=", " = ", "=\n"))
+                + rng.choice(_ATOMS[3:24])
+                for _ in range(rng.randint(1, 4))
+            )
+            if rng.random() < 0.3:
+                text = rng.choice(("f_classif, ", "np.log1p,", "class, ")) + text
+            if rng.random() < 0.2:
+                text += rng.choice((",", ", ", ",\n", ",,", " ,", "x"))
+        else:
+            text = "".join(rng.choice(_ATOMS) for _ in range(rng.randint(0, 12)))
+        out.append(text)
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+def test_plain_argument_lists_are_read_as_a_parse_reads_them() -> None:
+    lists = _argument_lists(20_000, seed=0)
+    read = 0
+    for text in lists:
+        try:
+            expected = reference_keywords(text)
+        except ValueError:  # null bytes: both raise
+            with pytest.raises(ValueError):
+                grammar_features._keywords(text)
+            continue
+        assert same(grammar_features._keywords(text), expected), text
+        read += grammar_features._simple_keywords(text) is not None
+    assert read > 2_000  # the fast path answered a good share without a parse
+
+
+def test_code_keys_match_the_line_by_line_reading() -> None:
+    atoms = ('"""', "'''", '"', "'", "#", " ", "\t", "\n", "\n", "\r\n", "\u2028", "\x0c",
+             "\\", "\\\n", "x", "y = 1", "# c", "\u3000", "\u00e9")  # fmt: skip
+    rng = random.Random(1)
+    for _ in range(30_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 25)))
+        assert program_features.code_key.__wrapped__(text) == reference_code_key(text), text
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+def test_programs_are_parsed_as_the_reference_parses_them() -> None:
+    _, programs = program_sample(600, seed=3)
+    for text in programs:
+        assert same(parse_program(text), reference_parse_program(text)), text
+
+
+def _reference_path(monkeypatch) -> None:
+    monkeypatch.setattr(open_space, "parse_program", reference_parse_program)
+    monkeypatch.setattr(program_features, "code_key", reference_code_key)
+    monkeypatch.setattr(TreeEnsemble, "predict", reference_tree_predict)
+
+
+def _outputs(version: str, contexts: list[str], programs: list[str]) -> list[np.ndarray]:
+    model = load_ml_world_model(version)
+    half = len(programs) // 2  # the second batch meets the first's caches
+    out = []
+    for part in (slice(0, half), slice(half, None)):
+        o = model.predict_outcomes(contexts[part], programs[part])
+        out += [o.status_probs, o.score, o.std, o.expected_reward, o.known, o.error_probs]
+        out.append(np.asarray(o.status()))
+    p = load_ml_world_model(version).predict(contexts, programs)
+    return [*out, p.scores, p.std, np.asarray(p.valid)]
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+@pytest.mark.parametrize("version", ["v4", "v3"])
+def test_predictions_are_bit_identical_to_the_reference_path(version, monkeypatch) -> None:
+    contexts, programs = program_sample(600, seed=0)
+    program_features.code_key.cache_clear()
+    fast = _outputs(version, contexts, programs)
+    with monkeypatch.context() as patch:
+        _reference_path(patch)
+        reference = _outputs(version, contexts, programs)
+    assert len(programs) > 600
+    for got, expected in zip(fast, reference, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    statuses = set(fast[6].tolist())
+    assert {"ok", "does_not_parse", "invalid_output"} <= statuses
