@@ -75,6 +75,8 @@ FIXED = [
     "import numpy as np\nimport sklearn\n",
     "x = 1\ny = x is 1\nmodel = SVC(C=2.0)\n",
     "model = SVC(C=2.0)\nbreak\n",
+    "model = xSVC(C=1.0)\nm = _SVR(C=1)\nm = 1SVC(C=2)\nm = \u00e9SVC(C=4)\n",
+    "model = sklearn.svm.SVC(C=3.0)\nRidge (alpha=2.0)\n",
     "model = SVC(C=2.0)\n" + "for i in range(2):\n" * 25 + "    " * 25 + "pass\n",
 ]
 _NUMBER = re.compile(r"(?<=[=(, ])(\d+\.?\d*(?:e-?\d+)?)(?=[,)\n])")

@@ -211,8 +211,21 @@ def test_programs_are_parsed_as_the_reference_parses_them() -> None:
         assert same(parse_program(text), reference_parse_program(text)), text
 
 
+def reference_valid(parsed: ParsedProgram, program: str, task: np.ndarray) -> bool:
+    """The grammar's exact rendering is valid; any other text is parsed and compiled."""
+    kinds = [k for k in ("binary", "multiclass", "regression")
+             if task[open_space.TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
+    if len(kinds) == 1:
+        point = grammar_features.grammar_point(parsed, kinds[0])
+        if point is not None and point.render(kinds[0]) == program:
+            return True
+    return reference_parses(program)
+
+
 def _reference_path(monkeypatch) -> None:
     monkeypatch.setattr(open_space, "parse_program", reference_parse_program)
+    monkeypatch.setattr(open_space, "_valid", reference_valid)
+    monkeypatch.setattr(open_space, "_compiles", reference_parses)
     monkeypatch.setattr(program_features, "code_key", reference_code_key)
     monkeypatch.setattr(TreeEnsemble, "predict", reference_tree_predict)
 
@@ -243,3 +256,51 @@ def test_predictions_are_bit_identical_to_the_reference_path(version, monkeypatc
         np.testing.assert_array_equal(got, expected)
     statuses = set(fast[6].tolist())
     assert {"ok", "does_not_parse", "invalid_output"} <= statuses
+
+
+def reference_parses(program: str) -> bool:
+    """Parse to a tree, then compile the tree (the check before compiling in one step)."""
+    try:
+        compile(ast.parse(program), "<program>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+def test_text_after_a_rendering_is_checked_alone_exactly() -> None:
+    """A program that starts with the grammar's rendering of its parse has only the rest
+    compiled: the answer is the whole program's, whatever the rest holds."""
+    from wmrl_env.envs.ml_tasks.grammar import sample_programs
+    from wmrl_env.envs.ml_tasks.headroom import headroom_task
+    from wmrl_env.world_models.programs.open_space_tasks import task_vector
+
+    task = headroom_task("hr_missing_s0")
+    vector = task_vector(task.description)
+    atoms = ("x = 1", "global model", "global x", "from __future__ import annotations",
+             "# -*- coding: latin-1 -*-", "\ufeff", "    ", "\t", "\n", "\n", "\\\n", "\r\n",
+             "return 1", "def f():\n    return model", "nonlocal x", "model: int = 1",
+             "import *", "from os import *", "(", ")", "'", "#", "\x0c", "\x00", "yield",
+             "await x", "x = SVC(C=2.0)", "__debug__ = 1", "del model", "async def g(): pass",
+             "print(model)", "if x:", "pass", ".fit()", "\u00e9 = 2", "lambda: 0")  # fmt: skip
+    rng = random.Random(4)
+    renders = [p.render(task.kind) for p in sample_programs(40, seed=2)]
+    checked = 0
+    for _ in range(3_000):
+        rest = "".join(rng.choice(atoms) + rng.choice(("", "\n")) for _ in range(rng.randint(0, 6)))
+        program = rng.choice(renders) + rest
+        parsed = parse_program(program)
+        if parsed is None:
+            continue
+        assert open_space._valid(parsed, program, vector) is reference_parses(program), program
+        checked += 1
+    assert checked > 2_000
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+def test_compiling_in_one_step_answers_as_the_tree_does() -> None:
+    from wmrl_env.utils.python_source import parses
+
+    _, programs = program_sample(600, seed=5)
+    for program in programs:
+        assert parses(program) is reference_parses(program), program

@@ -78,7 +78,8 @@ _STEPS = (
     "SelectPercentile",
 )
 _CALLED = frozenset((*_STEPS, *FAMILY_OF_CLASS))
-_CALL = re.compile(r"\b([A-Z][A-Za-z]+)\(")  # a call of a capitalised name; kept if in _CALLED
+_CALL = re.compile(r"[A-Z][A-Za-z]+(?=\()")  # a capitalised name called: kept if in _CALLED
+_WORD = re.compile(r"\w")  # and if it starts a word
 _ENSEMBLE = ("forest", "extra_trees")
 
 PROGRAM_COLUMNS: tuple[str, ...] = (
@@ -215,7 +216,11 @@ def _keywords(arguments: str) -> dict[str, Any]:
 
 def parse_program(text: str) -> ParsedProgram | None:
     """The grammar reading of ``text`` (see the module doc); ``None`` without a model call."""
-    calls = [(m.group(1), m.end()) for m in _CALL.finditer(text) if m.group(1) in _CALLED]
+    calls = [
+        (m.group(), m.end() + 1)  # the name, where its arguments start
+        for m in _CALL.finditer(text)
+        if m.group() in _CALLED and not (m.start() and _WORD.match(text, m.start() - 1))
+    ]
     models = [(name, end) for name, end in calls if name in FAMILY_OF_CLASS]
     if not models:
         return None

@@ -189,7 +189,7 @@ class OpenSpaceWorldModel:
         if parsed is None:
             return None
         task = task_vector(as_text(context))
-        if not (_rendered(parsed, program, task) or _compiles(program)):
+        if not _valid(parsed, program, task):
             return None
         return feature_row(program_vector(parsed), task)
 
@@ -364,17 +364,28 @@ class OpenSpaceWorldModel:
         )
 
 
-def _rendered(parsed: Any, program: str, task: np.ndarray) -> bool:
-    """Whether ``program`` is exactly the grammar's rendering of its parse (valid Python by
-    construction: no compile needed)."""
+def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:
+    """Whether ``program`` compiles; the grammar's rendering of its parse is valid Python by
+    construction, so a program that starts with it only has the rest checked (unless the
+    rest holds something whose validity depends on what came before it)."""
     if not program.startswith('"""Solution '):  # as every rendering does
-        return False
+        return _compiles(program)
     kinds = [k for k in ("binary", "multiclass", "regression")
              if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
-    if len(kinds) != 1:
-        return False
-    point = grammar_point(parsed, kinds[0])
-    return point is not None and point.render(kinds[0]) == program
+    point = grammar_point(parsed, kinds[0]) if len(kinds) == 1 else None
+    rendering = point.render(kinds[0]) if point is not None else None
+    if rendering is None or not program.startswith(rendering):
+        return _compiles(program)
+    rest = program[len(rendering) :]
+    if any(word in rest for word in _CONTEXT_WORDS) or rest.startswith("\ufeff"):
+        return _compiles(program)
+    return not rest or _compiles(rest)
+
+
+_CONTEXT_WORDS = ("__future__", "global", "nonlocal", "coding")
+"""Text after a complete module whose validity there may differ from its own (a future
+import must come first, a global declaration after a use of the name fails, an encoding
+line only counts on the first two lines)."""
 
 
 def _compiles(program: str) -> bool:
