@@ -31,7 +31,7 @@ FIXED = [
     "def f(a, a):\n    pass\n",
     "nonlocal x\n",
     "model = SVC(C=1.0\n",
-    "model = SVC(gamma=\")\")\n",
+    'model = SVC(gamma=")")\n',
     "model = SVC(C=1.0)\x00\n",
     "from __future__ import braces\nmodel = SVC()\n",
     "model = Ridge(alpha=10.0)\n",

@@ -16,8 +16,8 @@ import re
 
 import numpy as np
 import pytest
-
 from program_sample import program_sample
+
 from wmrl_env.world_models.programs import grammar_features, open_space, program_features
 from wmrl_env.world_models.programs.grammar_features import (
     _STEPS,
@@ -304,3 +304,51 @@ def test_compiling_in_one_step_answers_as_the_tree_does() -> None:
     _, programs = program_sample(600, seed=5)
     for program in programs:
         assert parses(program) is reference_parses(program), program
+
+
+def _comment_variants(programs: list[str], n: int, seed: int) -> list[tuple[str, str]]:
+    """(program, the program with comment-only or blank lines added anywhere)."""
+    rng = random.Random(seed)
+    pieces = ("# a note", "#", "  # (", "# )", "# signed", "# coding: latin-1", "# '''",
+              '# """', "# it's", "\t# tab", "", "   ", "# caf\u00e9", "# \\",
+              "# x = SVC(C=9)")  # fmt: skip
+    out = []
+    for _ in range(n):
+        program = rng.choice(programs)
+        lines = program.split("\n")
+        for _ in range(rng.randint(1, 3)):
+            lines.insert(rng.randint(0, len(lines)), rng.choice(pieces))
+        out.append((program, "\n".join(lines)))
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+def test_programs_sharing_a_comment_key_are_read_and_compiled_alike() -> None:
+    _, programs = program_sample(600, seed=6)
+    programs += ['m = SVC(C=1.0, gamma="(")\n', 'x = ")"\nm = SVC(C=1, gamma="(")\n',
+                 's = """\n# inside\n"""\nm = SVC(C=2.0)\n', "m = SVC(C=2.0)\n# end"]  # fmt: skip
+    shared = 0
+    for program, variant in _comment_variants(programs, 6_000, seed=7):
+        key = grammar_features.comment_key(variant)
+        if key is None or key != grammar_features.comment_key(program):
+            continue
+        shared += 1
+        assert same(parse_program(variant), parse_program(program)), variant
+        assert reference_parses(variant) is reference_parses(program), variant
+    assert shared > 500
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
+def test_comment_variants_after_their_programs_predict_as_read_afresh(monkeypatch) -> None:
+    contexts, programs = program_sample(300, seed=8)
+    pairs = _comment_variants(programs, 600, seed=9)
+    task_of = dict(zip(programs, contexts, strict=False))
+    texts = [p for p, _ in pairs] + [v for _, v in pairs]
+    tasks = [task_of[p] for p, _ in pairs] * 2
+    fast = _outputs("v4", tasks, texts)
+    with monkeypatch.context() as patch:
+        _reference_path(patch)
+        patch.setattr(open_space, "comment_key", lambda text: None)
+        reference = _outputs("v4", tasks, texts)
+    for got, expected in zip(fast, reference, strict=True):
+        np.testing.assert_array_equal(got, expected)

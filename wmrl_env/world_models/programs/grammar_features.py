@@ -32,8 +32,8 @@ import ast
 import math
 import re
 from collections.abc import Mapping
-from keyword import iskeyword
 from dataclasses import dataclass, field
+from keyword import iskeyword
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ __all__ = [
     "FAMILY_OF_CLASS",
     "PROGRAM_COLUMNS",
     "ParsedProgram",
+    "comment_key",
     "grammar_point",
     "parse_program",
     "program_vector",
@@ -258,6 +259,53 @@ def parse_program(text: str) -> ParsedProgram | None:
         imputer, transform, features, FAMILY_OF_CLASS[estimator], estimator,
         _keywords(_call_arguments(text, model_end)), knots, kept,
     )  # fmt: skip
+
+
+_TRIPLE = re.compile("\"\"\"|'''")
+_ALL_BUT_PARENS = {
+    i: None for i in range(128) if chr(i) in "\t\n" or (32 <= i < 127 and chr(i) not in "()")
+}  # str.translate keeps the parentheses and the control characters
+_DROPPED = re.compile(r"\n[ \t]*(?:#[^\n]*)?(?=\n|\Z)")  # a comment-only or blank line
+_RISKY_DROP = re.compile(r"\n[ \t]*#[^\n]*?(?:[()]|sign|coding)")
+_QUOTE_OR_HASH = re.compile(r"['\"#]")
+
+
+def comment_key(text: str) -> str | None:
+    """The text without its comment-only and blank lines (a program that differs from
+    another only in such lines has the same key), where dropping them provably
+    changes neither :func:`parse_program`'s reading nor whether the text compiles; ``None``
+    where that is not certain: a character other than printable ASCII, tabs and newlines, a
+    backslash, a triple-quoted string that does not close on its line, a dropped line that
+    holds a parenthesis, ``sign`` or ``coding``, or parentheses that do not nest (counted
+    everywhere, in strings too, as the reading counts them).
+
+    >>> comment_key("x = SVC(C=1.0)\\n# a note\\n\\n") == comment_key("x = SVC(C=1.0)\\n")
+    True
+    >>> comment_key("x = SVC(C=1.0)\\n# SVR(C=2.0)\\n") is None
+    True
+    """
+    if not text.isascii() or "\\" in text:
+        return None
+    parens = text.translate(_ALL_BUT_PARENS)  # and control characters
+    if parens.strip("()"):
+        return None
+    lined = "\n" + text  # every line starts after a newline
+    if _RISKY_DROP.search(lined):
+        return None
+    for mark in ('"""', "'''"):
+        at = text.find(mark)
+        while at >= 0:  # the lines that hold one
+            start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+            line = text[start:] if end < 0 else text[start:end]
+            marks = _TRIPLE.findall(line)  # one string, opened and closed on the line
+            if len(marks) != 2 or marks[0] != marks[1]:
+                return None
+            if _QUOTE_OR_HASH.search(_TRIPLE.sub("", line)):
+                return None
+            at = -1 if end < 0 else text.find(mark, end)
+    while "()" in parens:  # what nests empties to nothing
+        parens = parens.replace("()", "")
+    return None if parens else _DROPPED.sub("", lined)
 
 
 def _log(value: Any, default: float) -> float:

@@ -46,6 +46,7 @@ from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
 from wmrl_env.world_models.programs.grammar_features import (
     PROGRAM_COLUMNS,
+    comment_key,
     grammar_point,
     parse_program,
     program_vector,
@@ -147,6 +148,7 @@ class OpenSpaceWorldModel:
         self.max_tasks = int(max_tasks)
         self.pre_gate = None
         self._rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
+        self._comment_rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
         self._anchors: OrderedDict[str, OrderedDict[str, tuple[np.ndarray, float]]] = OrderedDict()
         self._posteriors: dict[str, ResidualPosterior] = {}
 
@@ -176,13 +178,26 @@ class OpenSpaceWorldModel:
             if key in self._rows:
                 found = self._rows[key]
             else:
-                found = self._featurize(contexts[i], programs[i])
+                found = self._comment_variant_row(key[0], contexts[i], programs[i])
                 self._rows[key] = found
                 if len(self._rows) > _CACHE_SIZE:
                     self._rows.popitem(last=False)
             if found is not None:
                 out[i], parsed[i] = found, True
         return out, parsed, keys
+
+    def _comment_variant_row(self, task: str, context: Any, program: str) -> np.ndarray | None:
+        """The row of a program not seen before: that of a program seen on the task that
+        differs from it only in comment or blank lines (:func:`comment_key`), else read."""
+        code = comment_key(program)
+        if code is None:
+            return self._featurize(context, program)
+        key = (task, text_key(code))
+        if key not in self._comment_rows:
+            self._comment_rows[key] = self._featurize(context, program)
+            if len(self._comment_rows) > _CACHE_SIZE:
+                self._comment_rows.popitem(last=False)
+        return self._comment_rows[key]
 
     def _featurize(self, context: Any, program: str) -> np.ndarray | None:
         parsed = parse_program(program)
