@@ -1,11 +1,12 @@
 """World model v4's fast paths change no prediction.
 
 The reference path lives here only: the estimator calls found by one alternation of their
-names and every argument list read by ``ast.parse``, code keys built line by line, each
-tree ensemble walked over the whole batch at once. v4 (and v3, which shares the code keys
-and the trees) must predict bit-identically with and without it, on a varied sample of
-programs (the grammar's renderings, mutated ones, comment variants, programs that do not
-parse or compile) and on random argument lists and texts.
+names, every argument list read by ``ast.parse``, validity by parsing to a tree and
+compiling the tree, no row shared between comment variants, each tree ensemble walked over
+the whole batch at once. v4 (and v3, which shares the validity check and the trees) must
+predict bit-identically with and without it, on a varied sample of programs (the grammar's
+renderings, mutated ones, comment variants, programs that do not parse or compile) and on
+random argument lists and texts.
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from wmrl_env.world_models.programs.grammar_features import (
 )
 from wmrl_env.world_models.programs.ml_default import load_ml_world_model
 from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
-from wmrl_env.world_models.text import text_key
 
 # ---------------------------------------------------------------- the reference path
 _REFERENCE_CALL = re.compile(r"\b(" + "|".join((*_STEPS, *FAMILY_OF_CLASS)) + r")\(")
-_TRIPLE = re.compile("\"\"\"|'''")
 
 
 def reference_call_arguments(text: str, start: int) -> str:
@@ -94,29 +93,6 @@ def reference_parse_program(text: str) -> ParsedProgram | None:
             kept = float(reference_keywords(args).get("percentile", 10) or 10) / 100.0
     return ParsedProgram(imputer, transform, features, FAMILY_OF_CLASS[estimator], estimator,
                          reference_keywords(model_args), knots, kept)  # fmt: skip
-
-
-def reference_code_key(program: str) -> str | None:
-    if "\\\n" in program:
-        return None
-    kept, inside = [], None
-    for line in program.splitlines():
-        if inside is None:
-            line = line.rstrip()
-            if not line or line.lstrip().startswith("#"):
-                continue
-        marks = _TRIPLE.findall(line) if '"""' in line or "'''" in line else None
-        if marks:
-            rest = _TRIPLE.sub("", line)
-            if any(c in rest for c in "'\"#\\"):
-                return None
-            for mark in marks:
-                if inside is None:
-                    inside = mark
-                elif mark == inside:
-                    inside = None
-        kept.append(line)
-    return text_key("\n".join(kept))
 
 
 def reference_tree_predict(self: TreeEnsemble, rows: np.ndarray) -> np.ndarray:
@@ -195,15 +171,6 @@ def test_plain_argument_lists_are_read_as_a_parse_reads_them() -> None:
     assert read > 2_000  # the fast path answered a good share without a parse
 
 
-def test_code_keys_match_the_line_by_line_reading() -> None:
-    atoms = ('"""', "'''", '"', "'", "#", " ", "\t", "\n", "\n", "\r\n", "\u2028", "\x0c",
-             "\\", "\\\n", "x", "y = 1", "# c", "\u3000", "\u00e9")  # fmt: skip
-    rng = random.Random(1)
-    for _ in range(30_000):
-        text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 25)))
-        assert program_features.code_key.__wrapped__(text) == reference_code_key(text), text
-
-
 @pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
 def test_programs_are_parsed_as_the_reference_parses_them() -> None:
     _, programs = program_sample(600, seed=3)
@@ -226,7 +193,6 @@ def _reference_path(monkeypatch) -> None:
     monkeypatch.setattr(open_space, "parse_program", reference_parse_program)
     monkeypatch.setattr(open_space, "_valid", reference_valid)
     monkeypatch.setattr(open_space, "_compiles", reference_parses)
-    monkeypatch.setattr(program_features, "code_key", reference_code_key)
     monkeypatch.setattr(TreeEnsemble, "predict", reference_tree_predict)
 
 

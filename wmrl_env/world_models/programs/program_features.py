@@ -436,31 +436,22 @@ def code_key(program: str) -> str | None:
     """
     if "\\\n" in program:
         return None
-    lines = program.splitlines()
-    marked = [i for i, line in enumerate(lines) if '"""' in line or "'''" in line]
-    kept: list[str] = []
-    inside, start = None, 0
-    for i in [*marked, len(lines)]:  # the lines between triple quotes in one go
-        if inside is None:
-            kept += [s for s in map(str.rstrip, lines[start:i]) if s and s.lstrip()[:1] != "#"]
-        else:
-            kept += lines[start:i]
-        start = i + 1
-        if i == len(lines):
-            break
-        line = lines[i]
+    kept, inside = [], None
+    for line in program.splitlines():
         if inside is None:
             line = line.rstrip()
-            if line.lstrip().startswith("#"):
+            if not line or line.lstrip().startswith("#"):
                 continue
-        rest = _TRIPLE.sub("", line)
-        if any(c in rest for c in "'\"#\\"):
-            return None
-        for mark in _TRIPLE.findall(line):
-            if inside is None:
-                inside = mark
-            elif mark == inside:
-                inside = None
+        marks = _TRIPLE.findall(line) if '"""' in line or "'''" in line else None
+        if marks:
+            rest = _TRIPLE.sub("", line)
+            if any(c in rest for c in "'\"#\\"):
+                return None
+            for mark in marks:
+                if inside is None:
+                    inside = mark
+                elif mark == inside:
+                    inside = None
         kept.append(line)
     return text_key("\n".join(kept))
 

@@ -26,8 +26,9 @@ import numpy as np
 
 __all__ = ["TreeEnsemble"]
 
-_BLOCK = 256
-"""Rows predicted together: their (row, tree) pairs' arrays stay in the CPU's cache."""
+_BLOCK = 128
+"""Rows walked down the trees together: their (row, tree) pairs' arrays stay in the CPU's
+cache (a block of 128 rows predicted twice as fast per row as 4,096 at once)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,34 +126,24 @@ class TreeEnsemble:
         rows = np.asarray(rows, dtype=np.float64)
         if rows.ndim != 2 or rows.shape[1] != self.n_features:
             raise ValueError(f"rows must be (n, {self.n_features}), got shape {rows.shape}")
-        split = np.flatnonzero(~self.is_leaf)
-        # scikit-learn numbers nodes depth first: a split's left child is the next node
-        left_next = bool((self.left[split] == split + 1).all())
         out = np.empty(len(rows))
         for start in range(0, len(rows), _BLOCK):  # a block's (row, tree) pairs stay in cache
-            block = rows[start : start + _BLOCK]
-            out[start : start + _BLOCK] = self._predict_block(block, left_next)
+            out[start : start + _BLOCK] = self._predict_block(rows[start : start + _BLOCK])
         return out
 
-    def _predict_block(self, rows: np.ndarray, left_next: bool) -> np.ndarray:
+    def _predict_block(self, rows: np.ndarray) -> np.ndarray:
         n, trees = len(rows), len(self.roots)
         flat = rows.ravel()
-        node = np.tile(self.roots, n)  # (row, tree) pairs, row-major: where each one ends
-        pair = np.flatnonzero(~self.is_leaf[node])  # the pairs not yet at a leaf ...
-        at = node[pair]  # ... their node ...
-        start = (pair // trees) * self.n_features  # ... and their row's offset in ``flat``
-        while len(pair):
-            x = flat[start + self.feature[at]]
-            go_left = x <= self.threshold[at]
-            missing = np.isnan(x)
-            if missing.any():
-                go_left[missing] = self.missing_left[at[missing]]
-            at = np.where(go_left, at + 1 if left_next else self.left[at], self.right[at])
-            leaf = self.is_leaf[at]
-            if leaf.any():
-                node[pair[leaf]] = at[leaf]
-                going = ~leaf
-                pair, at, start = pair[going], at[going], start[going]
+        node = np.tile(self.roots, n)  # (row, tree) pairs, row-major
+        row_start = np.repeat(np.arange(n, dtype=np.int64) * self.n_features, trees)
+        active = np.flatnonzero(~self.is_leaf[node])  # the pairs not yet at a leaf
+        while len(active):
+            at = node[active]
+            x = flat[row_start[active] + self.feature[at]]
+            go_left = np.where(np.isnan(x), self.missing_left[at], x <= self.threshold[at])
+            at = np.where(go_left, self.left[at], self.right[at])
+            node[active] = at
+            active = active[~self.is_leaf[at]]
         out = np.full(n, self.baseline)
         for contribution in self.value[node].reshape(n, trees).T:  # as scikit-learn sums
             out += contribution
