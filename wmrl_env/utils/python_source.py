@@ -7,13 +7,16 @@ compiler's checks (``return`` or ``await`` outside a function, ``break`` outside
 repeated argument name, ``nonlocal`` at module level), which :func:`ast.parse` alone lets
 through although every sandbox then fails with a ``SyntaxError``.
 
-Compiling is the costly half, and only some constructs can fail it (``return``, ``break``,
+Who needs the tree (:func:`parse_program`) gets it from :func:`ast.parse`, and compiling the
+tree again is the costly half; only some constructs can fail it (``return``, ``break``,
 function definitions, ``global``, starred targets, a repeated keyword argument,
 ``__debug__`` ...). A program built only of statements and expressions that cannot
 (assignments, calls with distinct keywords, imports, ``if``/``for``/``while``/``with``,
 comprehensions, literals, operators: what an ML script is mostly made of) is not compiled:
-:func:`needs_compiler_check` decides, by reading the tree once. A compiler *warning* is not
-an error here (the interpreter runs such a program), whatever the warning filters.
+:func:`needs_compiler_check` decides, by reading the tree once. Who needs only the answer
+(:func:`parses`) compiles the text in one step, which costs less than parsing it to a tree.
+A compiler *warning* is not an error for :func:`parses` (the interpreter runs such a
+program), whatever the warning filters.
 
 Example:
     >>> parses("print(1)"), parses("def f(:\\n  pass"), parses("return 1")
@@ -25,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import warnings
 
 __all__ = ["needs_compiler_check", "parse_program", "parses"]
 
@@ -104,5 +108,14 @@ def parse_program(program: str) -> ast.Module | None:
 
 
 def parses(program: str) -> bool:
-    """Whether ``program`` is Python this interpreter would run (see the module docstring)."""
-    return parse_program(program) is not None
+    """Whether ``program`` is Python this interpreter would run (see the module docstring).
+
+    Without a tree to keep, compiling the text in one step is the cheapest exact answer
+    (cheaper than parsing it to a tree and reading the tree); its warnings are not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(program, "<program>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):  # ValueError: null bytes
+            return False
+    return True

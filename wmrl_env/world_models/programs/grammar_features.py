@@ -33,6 +33,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from keyword import iskeyword
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ __all__ = [
     "FAMILY_OF_CLASS",
     "PROGRAM_COLUMNS",
     "ParsedProgram",
+    "comment_key",
     "grammar_point",
     "parse_program",
     "program_vector",
@@ -76,7 +78,9 @@ _STEPS = (
     "SplineTransformer",
     "SelectPercentile",
 )
-_CALL = re.compile(r"\b(" + "|".join((*_STEPS, *FAMILY_OF_CLASS)) + r")\(")
+_CALLED = frozenset((*_STEPS, *FAMILY_OF_CLASS))
+_CALL = re.compile(r"[A-Z][A-Za-z]+(?=\()")  # a capitalised name called: kept if in _CALLED
+_WORD = re.compile(r"\w")  # and if it starts a word
 _ENSEMBLE = ("forest", "extra_trees")
 
 PROGRAM_COLUMNS: tuple[str, ...] = (
@@ -126,16 +130,76 @@ class ParsedProgram:
 
 
 def _call_arguments(text: str, start: int) -> str:
-    """The text between the parenthesis opened at ``start - 1`` and its match."""
-    depth, i = 1, start
-    while i < len(text) and depth:
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        i += 1
-    return text[start : i - 1]
+    """The text between the parenthesis opened at ``start - 1`` and its match (when none
+    matches: up to the text's last character, which is left out)."""
+    close = text.find(")", start)
+    if close >= 0 and text.find("(", start, close) < 0:
+        return text[start:close]  # no call nested inside: the first ")" matches
+    depth = 1
+    for paren in _PARENS.finditer(text, start):
+        depth += 1 if paren.group() == "(" else -1
+        if not depth:
+            return text[start : paren.start()]
+    return text[start : len(text) - 1]
+
+
+_PARENS = re.compile(r"[()]")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_DOTTED = rf"{_NAME}(?:\.{_NAME})*"
+_SPACE = r"[ \t\n]*"
+_ITEM = re.compile(
+    rf"{_SPACE}(?:({_NAME}){_SPACE}={_SPACE}("
+    r"-?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?"  # a float
+    r"|-?(?:0|[1-9]\d{0,17})"  # an int
+    r'|"[ !#-\[\]-~\t]*"' + r"|'[ -&(-\[\]-~\t]*'"  # a printable ASCII string, no escapes
+    rf"|{_DOTTED})"  # a (dotted) name: True, False, None or not a literal
+    rf"|({_DOTTED})){_SPACE}(,|\Z)",  # or a positional argument: a (dotted) name
+    re.ASCII,
+)
+_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
+def _simple_keywords(arguments: str) -> dict[str, Any] | None:
+    """What :func:`_keywords` reads from an argument list of (dotted) names followed by
+    ``name=value`` pairs, each value a number, a string without escapes or a (dotted)
+    name, separated by commas, spaces, tabs and newlines, without parsing it; ``None`` for
+    any other argument list."""
+    found: dict[str, Any] = {}
+    at, named = 0, False
+    while arguments[at:].strip(" \t\n"):
+        item = _ITEM.match(arguments, at)
+        if item is None:
+            return None
+        name, value, positional, separator = item.groups()
+        if positional is not None:
+            if named or any(iskeyword(part) for part in positional.split(".")):
+                return None
+        else:
+            named = True
+            head = value[1] if value[0] == "-" else value[0]
+            if iskeyword(name):
+                return None
+            if head.isdigit() or head == ".":
+                found[name] = float(value) if any(c in value for c in ".eE") else int(value)
+            elif head in "\"'":
+                found[name] = value[1:-1]
+            elif value in _CONSTANTS:
+                found[name] = _CONSTANTS[value]
+            elif any(iskeyword(part) for part in value.split(".")):
+                return None
+            else:
+                found[name] = None  # a name is not a literal
+        at = item.end()
+        if not separator:
+            break
+    return found
 
 
 def _keywords(arguments: str) -> dict[str, Any]:
     """Literal keyword arguments of a call (others, e.g. a lambda, are left out)."""
+    simple = _simple_keywords(arguments)
+    if simple is not None:
+        return simple
     try:
         call = ast.parse(f"f({arguments})", mode="eval").body
     except SyntaxError:
@@ -153,23 +217,29 @@ def _keywords(arguments: str) -> dict[str, Any]:
 
 def parse_program(text: str) -> ParsedProgram | None:
     """The grammar reading of ``text`` (see the module doc); ``None`` without a model call."""
-    calls = [(m.group(1), _call_arguments(text, m.end())) for m in _CALL.finditer(text)]
-    models = [(name, args) for name, args in calls if name in FAMILY_OF_CLASS]
+    calls = [
+        (m.group(), m.end() + 1)  # the name, where its arguments start
+        for m in _CALL.finditer(text)
+        if m.group() in _CALLED and not (m.start() and _WORD.match(text, m.start() - 1))
+    ]
+    models = [(name, end) for name, end in calls if name in FAMILY_OF_CLASS]
     if not models:
         return None
-    estimator, model_args = models[-1]
+    estimator, model_end = models[-1]
     imputer, transform, features = "none", "none", "none"
     knots, kept = 5.0, 1.0
     after_feature_step = after_function = False
-    for name, args in calls:
+    for name, end in calls:
+        if name in FAMILY_OF_CLASS:
+            continue
         if name == "SimpleImputer":
-            keys = _keywords(args)
+            keys = _keywords(_call_arguments(text, end))
             if keys.get("add_indicator"):
                 imputer = "indicator"
             else:
                 imputer = "mean" if keys.get("strategy") == "mean" else "median"
         elif name == "FunctionTransformer":
-            transform = "signed_log" if "sign" in args else "log1p"
+            transform = "signed_log" if "sign" in _call_arguments(text, end) else "log1p"
             after_function = True
         elif name in ("RobustScaler", "QuantileTransformer"):
             transform = "robust" if name == "RobustScaler" else "quantile"
@@ -181,14 +251,61 @@ def parse_program(text: str) -> ParsedProgram | None:
             features, after_feature_step = "poly2", True
         elif name == "SplineTransformer":
             features = "spline"
-            knots = float(_keywords(args).get("n_knots", 5) or 5)
+            knots = float(_keywords(_call_arguments(text, end)).get("n_knots", 5) or 5)
         elif name == "SelectPercentile":
             features = "select"
-            kept = float(_keywords(args).get("percentile", 10) or 10) / 100.0
+            kept = float(_keywords(_call_arguments(text, end)).get("percentile", 10) or 10) / 100.0
     return ParsedProgram(
         imputer, transform, features, FAMILY_OF_CLASS[estimator], estimator,
-        _keywords(model_args), knots, kept,
+        _keywords(_call_arguments(text, model_end)), knots, kept,
     )  # fmt: skip
+
+
+_TRIPLE = re.compile("\"\"\"|'''")
+_ALL_BUT_PARENS = {
+    i: None for i in range(128) if chr(i) in "\t\n" or (32 <= i < 127 and chr(i) not in "()")
+}  # str.translate keeps the parentheses and the control characters
+_DROPPED = re.compile(r"\n[ \t]*(?:#[^\n]*)?(?=\n|\Z)")  # a comment-only or blank line
+_RISKY_DROP = re.compile(r"\n[ \t]*#[^\n]*?(?:[()]|sign|coding)")
+_QUOTE_OR_HASH = re.compile(r"['\"#]")
+
+
+def comment_key(text: str) -> str | None:
+    """The text without its comment-only and blank lines (a program that differs from
+    another only in such lines has the same key), where dropping them provably
+    changes neither :func:`parse_program`'s reading nor whether the text compiles; ``None``
+    where that is not certain: a character other than printable ASCII, tabs and newlines, a
+    backslash, a triple-quoted string that does not close on its line, a dropped line that
+    holds a parenthesis, ``sign`` or ``coding``, or parentheses that do not nest (counted
+    everywhere, in strings too, as the reading counts them).
+
+    >>> comment_key("x = SVC(C=1.0)\\n# a note\\n\\n") == comment_key("x = SVC(C=1.0)\\n")
+    True
+    >>> comment_key("x = SVC(C=1.0)\\n# SVR(C=2.0)\\n") is None
+    True
+    """
+    if not text.isascii() or "\\" in text:
+        return None
+    parens = text.translate(_ALL_BUT_PARENS)  # and control characters
+    if parens.strip("()"):
+        return None
+    lined = "\n" + text  # every line starts after a newline
+    if _RISKY_DROP.search(lined):
+        return None
+    for mark in ('"""', "'''"):
+        at = text.find(mark)
+        while at >= 0:  # the lines that hold one
+            start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+            line = text[start:] if end < 0 else text[start:end]
+            marks = _TRIPLE.findall(line)  # one string, opened and closed on the line
+            if len(marks) != 2 or marks[0] != marks[1]:
+                return None
+            if _QUOTE_OR_HASH.search(_TRIPLE.sub("", line)):
+                return None
+            at = -1 if end < 0 else text.find(mark, end)
+    while "()" in parens:  # what nests empties to nothing
+        parens = parens.replace("()", "")
+    return None if parens else _DROPPED.sub("", lined)
 
 
 def _log(value: Any, default: float) -> float:

@@ -46,6 +46,7 @@ from wmrl_env.world_models.base import Prediction
 from wmrl_env.world_models.outcomes import STATUSES, OutcomePrediction, combine_with_gate
 from wmrl_env.world_models.programs.grammar_features import (
     PROGRAM_COLUMNS,
+    comment_key,
     grammar_point,
     parse_program,
     program_vector,
@@ -75,6 +76,8 @@ COLUMNS: tuple[str, ...] = (*PROGRAM_COLUMNS, *TASK_COLUMNS, "log_model_columns"
 """The feature row: program columns, task columns, log10 of the columns the model fits on."""
 MIN_OK_SHARE = 0.05
 _CACHE_SIZE = 200_000
+_PROGRAM_INDEX = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
+_TASK_INDEX = {name: i for i, name in enumerate(TASK_COLUMNS)}
 
 
 def program_blocks() -> np.ndarray:
@@ -93,8 +96,7 @@ def program_blocks() -> np.ndarray:
 
 def model_columns(program: np.ndarray, task: np.ndarray) -> float:
     """log10 of the columns the model is fitted on (the feature step's width)."""
-    col = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
-    t = {name: i for i, name in enumerate(TASK_COLUMNS)}
+    col, t = _PROGRAM_INDEX, _TASK_INDEX
     columns = 10 ** task[t["log_columns"]] if np.isfinite(task[t["log_columns"]]) else 10.0
     missing = task[t["columns_with_missing_share"]]
     if program[col["imputer=indicator"]] and np.isfinite(missing):
@@ -146,6 +148,7 @@ class OpenSpaceWorldModel:
         self.max_tasks = int(max_tasks)
         self.pre_gate = None
         self._rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
+        self._comment_rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
         self._anchors: OrderedDict[str, OrderedDict[str, tuple[np.ndarray, float]]] = OrderedDict()
         self._posteriors: dict[str, ResidualPosterior] = {}
 
@@ -162,16 +165,20 @@ class OpenSpaceWorldModel:
     ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
         """``(feature rows, parsed mask, (task key, program key) per item)``; each program is
         parsed once per task (cached); rows of unparsed items are NaN."""
-        keys = [
-            (text_key(as_text(c)), text_key(p)) for c, p in zip(contexts, programs, strict=True)
-        ]
+        task_keys: dict[str, str] = {}  # a batch's groups share their task: hashed once
+        keys = []
+        for c, p in zip(contexts, programs, strict=True):
+            text = as_text(c)
+            if text not in task_keys:
+                task_keys[text] = text_key(text)
+            keys.append((task_keys[text], text_key(p)))
         out = np.full((len(programs), len(COLUMNS)), np.nan)
         parsed = np.zeros(len(programs), dtype=bool)
         for i, key in enumerate(keys):
             if key in self._rows:
                 found = self._rows[key]
             else:
-                found = self._featurize(contexts[i], programs[i])
+                found = self._comment_variant_row(key[0], contexts[i], programs[i])
                 self._rows[key] = found
                 if len(self._rows) > _CACHE_SIZE:
                     self._rows.popitem(last=False)
@@ -179,12 +186,25 @@ class OpenSpaceWorldModel:
                 out[i], parsed[i] = found, True
         return out, parsed, keys
 
+    def _comment_variant_row(self, task: str, context: Any, program: str) -> np.ndarray | None:
+        """The row of a program not seen before: that of a program seen on the task that
+        differs from it only in comment or blank lines (:func:`comment_key`), else read."""
+        code = comment_key(program)
+        if code is None:
+            return self._featurize(context, program)
+        key = (task, text_key(code))
+        if key not in self._comment_rows:
+            self._comment_rows[key] = self._featurize(context, program)
+            if len(self._comment_rows) > _CACHE_SIZE:
+                self._comment_rows.popitem(last=False)
+        return self._comment_rows[key]
+
     def _featurize(self, context: Any, program: str) -> np.ndarray | None:
         parsed = parse_program(program)
         if parsed is None:
             return None
         task = task_vector(as_text(context))
-        if not (_rendered(parsed, program, task) or _compiles(program)):
+        if not _valid(parsed, program, task):
             return None
         return feature_row(program_vector(parsed), task)
 
@@ -359,15 +379,28 @@ class OpenSpaceWorldModel:
         )
 
 
-def _rendered(parsed: Any, program: str, task: np.ndarray) -> bool:
-    """Whether ``program`` is exactly the grammar's rendering of its parse (valid Python by
-    construction: no compile needed)."""
+def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:
+    """Whether ``program`` compiles; the grammar's rendering of its parse is valid Python by
+    construction, so a program that starts with it only has the rest checked (unless the
+    rest holds something whose validity depends on what came before it)."""
+    if not program.startswith('"""Solution '):  # as every rendering does
+        return _compiles(program)
     kinds = [k for k in ("binary", "multiclass", "regression")
              if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
-    if len(kinds) != 1:
-        return False
-    point = grammar_point(parsed, kinds[0])
-    return point is not None and point.render(kinds[0]) == program
+    point = grammar_point(parsed, kinds[0]) if len(kinds) == 1 else None
+    rendering = point.render(kinds[0]) if point is not None else None
+    if rendering is None or not program.startswith(rendering):
+        return _compiles(program)
+    rest = program[len(rendering) :]
+    if any(word in rest for word in _CONTEXT_WORDS) or rest.startswith("\ufeff"):
+        return _compiles(program)
+    return not rest or _compiles(rest)
+
+
+_CONTEXT_WORDS = ("__future__", "global", "nonlocal", "coding")
+"""Text after a complete module whose validity there may differ from its own (a future
+import must come first, a global declaration after a use of the name fails, an encoding
+line only counts on the first two lines)."""
 
 
 def _compiles(program: str) -> bool:

