@@ -66,6 +66,33 @@ def test_hyperparameters_are_read_as_numbers_on_and_off_the_grid() -> None:
     assert set(FAMILIES) == {c.split("=")[1] for c in PROGRAM_COLUMNS if c.startswith("model=")}
 
 
+@pytest.mark.parametrize(
+    ("program_id", "number", "word"),
+    [
+        ("none/none/spline9/boosting:20,0.05,7,None", "n_knots=9", 'n_knots="many"'),
+        ("none/none/select50/forest:100,16,0.6,None", "percentile=50", 'percentile="half"'),
+        ("median/none/none/boosting:400,0.05,15,1.0", "l2_regularization=1.0",
+         'l2_regularization="some"'),
+        ("none/none/none/forest:100,16,0.6,None", "max_depth=16", 'max_depth="deep"'),
+    ],
+)  # fmt: skip
+def test_a_hyperparameter_that_is_not_a_number_reads_as_its_default(
+    program_id, number, word
+) -> None:
+    """A program may pass any literal (it fails when it runs, not when it is read): the
+    world model answers it, reading the value as if the argument were left out."""
+    text = GrammarProgram.from_id(program_id).render("regression")
+    assert number in text
+    odd = text.replace(number, word)
+    left_out = text.replace(number + ", ", "").replace(", " + number, "").replace(number, "")
+    assert left_out != text and word in odd
+    np.testing.assert_array_equal(
+        program_vector(parse_program(odd)), program_vector(parse_program(left_out))
+    )
+    outcome = load_ml_world_model("v4").predict_outcomes([TASK.description], [odd])
+    assert np.isfinite(outcome.expected_reward).all() and np.isfinite(outcome.score).all()
+
+
 class TestOpenSpaceContract(WorldModelContract):
     score_range = (0.0, 1.0)
 

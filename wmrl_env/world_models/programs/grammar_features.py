@@ -251,10 +251,11 @@ def parse_program(text: str) -> ParsedProgram | None:
             features, after_feature_step = "poly2", True
         elif name == "SplineTransformer":
             features = "spline"
-            knots = float(_keywords(_call_arguments(text, end)).get("n_knots", 5) or 5)
+            knots = float(_number(_keywords(_call_arguments(text, end)).get("n_knots"), 5) or 5)
         elif name == "SelectPercentile":
             features = "select"
-            kept = float(_keywords(_call_arguments(text, end)).get("percentile", 10) or 10) / 100.0
+            percentile = _number(_keywords(_call_arguments(text, end)).get("percentile"), 10)
+            kept = float(percentile or 10) / 100.0
     return ParsedProgram(
         imputer, transform, features, FAMILY_OF_CLASS[estimator], estimator,
         _keywords(_call_arguments(text, model_end)), knots, kept,
@@ -308,6 +309,16 @@ def comment_key(text: str) -> str | None:
     return None if parens else _DROPPED.sub("", lined)
 
 
+def _number(value: Any, default: Any) -> Any:
+    """``value`` when it is a number, else ``default`` (a program may pass any literal:
+    ``max_depth="deep"`` fails when it runs, not when it is read).
+
+    >>> _number(3, None), _number("deep", None), _number(None, 5)
+    (3, None, 5)
+    """
+    return value if isinstance(value, int | float) else default
+
+
 def _log(value: Any, default: float) -> float:
     try:
         number = float(default if value is None else value)
@@ -340,12 +351,12 @@ def program_vector(parsed: ParsedProgram) -> np.ndarray:
         put("knn.distance_weights", float(p.get("weights") == "distance"))
         put("knn.manhattan", float(p.get("p") == 1))
     elif parsed.model == "tree":
-        depth = p.get("max_depth")
+        depth = _number(p.get("max_depth"), None)
         put("tree.log_depth", math.log2(_UNLIMITED_DEPTH if depth is None else max(depth, 1)))
         put("tree.unlimited_depth", float(depth is None))
         put("tree.log_min_leaf", _log(p.get("min_samples_leaf"), 1))
     elif parsed.model in _ENSEMBLE:
-        depth = p.get("max_depth")
+        depth = _number(p.get("max_depth"), None)
         put("ensemble.log_trees", _log(p.get("n_estimators"), 100))
         put("ensemble.log_depth", math.log2(_UNLIMITED_DEPTH if depth is None else max(depth, 1)))
         put("ensemble.unlimited_depth", float(depth is None))
@@ -356,7 +367,7 @@ def program_vector(parsed: ParsedProgram) -> np.ndarray:
         put("boosting.log_iterations", _log(p.get("max_iter"), 100))
         put("boosting.log_learning_rate", _log(p.get("learning_rate"), 0.1))
         put("boosting.log_leaf_nodes", _log(p.get("max_leaf_nodes"), 31))
-        put("boosting.l2", float(p.get("l2_regularization") or 0.0))
+        put("boosting.l2", float(_number(p.get("l2_regularization"), 0.0) or 0.0))
     elif parsed.model == "svm":
         put("svm.log_c", _log(p.get("C"), 1.0))
         gamma = p.get("gamma")
