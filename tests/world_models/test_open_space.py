@@ -203,3 +203,49 @@ def test_only_the_grammars_own_text_skips_the_compile_check() -> None:
     assert outcome.known.tolist() == [False, False, True]
     assert outcome.status()[2] == "does_not_parse"
     assert outcome.expected_reward[0] == outcome.expected_reward[1]
+
+
+def test_a_model_saved_without_the_level_column_still_loads(tmp_path) -> None:
+    """The posterior's level column is part of the state file; a file written before it
+    existed loads as a model without it."""
+    state = read_state(OPEN_SPACE_ARTIFACTS["v4"])
+    state.pop("level_column", None)
+    state["block_variances"] = np.asarray(state["block_variances"])[:4]
+    state["blocks"] = np.asarray(state["blocks"])[: len(PROGRAM_COLUMNS) + 1]
+    write_state(state, tmp_path / "old.npz")
+    old = OpenSpaceWorldModel.load(tmp_path / "old.npz")
+    assert not old.level_column
+    texts = [p.render(TASK.kind) for p in sample_programs(12, seed=6)]
+    contexts = [TASK.description] * len(texts)
+    old.update(contexts[:6], texts[:6], np.linspace(0.2, 0.8, 6))
+    assert np.isfinite(old.predict(contexts[6:], texts[6:]).std).all()
+
+
+def test_first_suite_rows_never_read_its_heldout_split() -> None:
+    from wmrl_env.world_models.programs.open_space_data import table_training_rows
+
+    with pytest.raises(ValueError, match="held out"):
+        table_training_rows(splits=("train", "heldout"))
+
+
+@pytest.mark.slow
+def test_real_data_tasks_are_ranked_zero_shot_and_their_std_covers() -> None:
+    """Measured, never fitted: on the eight held-out real-data tasks the committed v4 ranks
+    the programs at a mean within-task Spearman of about 0.63 zero-shot (0.47 when it was
+    pretrained on generated tasks only), and its ±1σ covers about 75 % zero-shot and 59 %
+    after 4 anchor groups (0.29 / 0.31 before). Zero-shot figures are deterministic; the
+    coverage after anchors is a mean over 8 tasks x 5 draws (its spread about 0.02)."""
+    from wmrl_env.bench.pool_suite import default_pool_tables
+    from wmrl_env.envs.ml_tasks.pool import REAL_POOL_TASKS
+    from wmrl_env.world_models.programs.open_space_fit import evaluate_task
+
+    real = default_pool_tables()[1]
+    model = load_ml_world_model("v4")
+    figures = [
+        evaluate_task(model, pool_training_rows(real, tasks=[task], exclude=()),
+                      groups=(0, 4), draws=5, seed=1)
+        for task in REAL_POOL_TASKS
+    ]  # fmt: skip
+    assert np.mean([f["spearman@0"] for f in figures]) > 0.58
+    assert 0.65 < np.mean([f["coverage@0"] for f in figures]) < 0.85
+    assert 0.48 < np.mean([f["coverage@4"] for f in figures]) < 0.70

@@ -75,14 +75,15 @@ boosted score given ``ok``)."""
 COLUMNS: tuple[str, ...] = (*PROGRAM_COLUMNS, *TASK_COLUMNS, "log_model_columns")
 """The feature row: program columns, task columns, log10 of the columns the model fits on."""
 MIN_OK_SHARE = 0.05
+LEVEL_CENTRE, LEVEL_UNIT = 0.5, 0.3
 _CACHE_SIZE = 200_000
 _PROGRAM_INDEX = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
 _TASK_INDEX = {name: i for i, name in enumerate(TASK_COLUMNS)}
 
 
-def program_blocks() -> np.ndarray:
+def program_blocks(level_column: bool = False) -> np.ndarray:
     """Block of each posterior column: 0 the bias, 1 pipeline slots, 2 model family, 3 the
-    family's hyperparameters."""
+    family's hyperparameters, 4 the prior's expected reward (with ``level_column``)."""
     blocks = [0]
     for name in PROGRAM_COLUMNS:
         if name.startswith(("imputer=", "transform=", "features")):
@@ -91,6 +92,8 @@ def program_blocks() -> np.ndarray:
             blocks.append(2)
         else:
             blocks.append(3)
+    if level_column:
+        blocks.append(4)
     return np.array(blocks)
 
 
@@ -127,6 +130,7 @@ class OpenSpaceWorldModel:
         z_mean: np.ndarray,
         z_scale: np.ndarray,
         residual_prior: BlockPrior,
+        level_column: bool = False,
         std_scale: float = 1.0,
         score_range: tuple[float, float] = (0.0, 1.0),
         pretraining_tasks: Sequence[str] = (),
@@ -142,6 +146,9 @@ class OpenSpaceWorldModel:
         self.z_mean = np.asarray(z_mean, dtype=np.float64)
         self.z_scale = np.asarray(z_scale, dtype=np.float64)
         self.residual_prior = residual_prior
+        self.level_column = bool(level_column)
+        """whether the posterior also reads the prior's own prediction (a per-task slope on
+        it: the prior right on which programs differ but wrong on how much)"""
         self.std_scale = float(std_scale)
         self.score_range = (float(score_range[0]), float(score_range[1]))
         self.pretraining_tasks = tuple(pretraining_tasks)
@@ -155,10 +162,16 @@ class OpenSpaceWorldModel:
     fitted = True
 
     # ------------------------------------------------------------------ features
-    def z_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Posterior design rows: 1, then the standardised program columns."""
+    def z_rows(self, rows: np.ndarray, expected: np.ndarray | None = None) -> np.ndarray:
+        """Posterior design rows: 1, the standardised program columns, and with
+        :attr:`level_column` the prior's expected reward (centred at 0.5, in units of 0.3)."""
         program = rows[:, : len(PROGRAM_COLUMNS)]
-        return np.column_stack([np.ones(len(rows)), (program - self.z_mean) / self.z_scale])
+        z = np.column_stack([np.ones(len(rows)), (program - self.z_mean) / self.z_scale])
+        if self.level_column:
+            if expected is None:
+                expected, _, _ = self.prior(rows)
+            z = np.column_stack([z, (expected - LEVEL_CENTRE) / LEVEL_UNIT])
+        return z
 
     def rows(
         self, contexts: Sequence[Any], programs: Sequence[str]
@@ -217,7 +230,8 @@ class OpenSpaceWorldModel:
             p_ok = status[:, 0]
             if self.design == "ridge":
                 intercept, coefficients = self.reward
-                expected = intercept + self.z_rows(rows)[:, 1:] @ coefficients
+                program = rows[:, : len(PROGRAM_COLUMNS)]
+                expected = intercept + ((program - self.z_mean) / self.z_scale) @ coefficients
             elif self.design == "boost_reward":
                 expected = self.reward.predict(rows)
             else:
@@ -241,7 +255,7 @@ class OpenSpaceWorldModel:
         errors = None
         if ok.any():
             expected, status_ok, errors_ok = self.prior(rows[ok])
-            z = self.z_rows(rows[ok])
+            z = self.z_rows(rows[ok], expected)
             residual = np.zeros(len(z))
             variance = self.residual_prior.variance(z)
             tasks = np.array([keys[i][0] for i in np.flatnonzero(ok)])
@@ -294,7 +308,7 @@ class OpenSpaceWorldModel:
         if not use.size:
             return
         expected, _, _ = self.prior(rows[use])
-        z = self.z_rows(rows[use])
+        z = self.z_rows(rows[use], expected)
         for j, i in enumerate(use):
             task, program = keys[i]
             entries = self._anchors.pop(task, OrderedDict())
@@ -339,6 +353,7 @@ class OpenSpaceWorldModel:
             "block_variances": np.asarray(self.residual_prior.variances),
             "blocks": np.asarray(self.residual_prior.blocks),
             "noise": float(self.residual_prior.noise),
+            "level_column": self.level_column,
             "std_scale": self.std_scale,
             "score_range": self.score_range,
             "pretraining_tasks": self.pretraining_tasks,
@@ -373,6 +388,7 @@ class OpenSpaceWorldModel:
             z_mean=state["z_mean"],
             z_scale=state["z_scale"],
             residual_prior=BlockPrior(state["block_variances"], state["blocks"], state["noise"]),
+            level_column=bool(state.get("level_column", False)),
             std_scale=state["std_scale"],
             score_range=tuple(state["score_range"]),
             pretraining_tasks=tuple(state["pretraining_tasks"]),

@@ -6,10 +6,11 @@
 ``--out`` fits the chosen design (:data:`DEFAULT_DESIGN`, picked by
 :mod:`~.open_space_selection` on pretraining tasks only) on every task of the pretraining
 table and saves it. ``--measure`` reads the committed model on the second suite's held-out
-tasks (the pool table's ``_s0`` tasks, never used to fit or choose anything): per task the
-figures of :func:`~.open_space_fit.evaluate_task` on all the pool's programs and on the
-sampled ones only (programs outside the first suite's 72), and new programs per
-CPU-second.
+tasks (the generated ``_s0`` tasks and the real-data ``rd_`` tasks of the bench's pool
+tables, never used to fit or choose anything): per task the figures of
+:func:`~.open_space_fit.evaluate_task` on all the pool's programs and on the sampled ones only
+(programs outside the first suite's 72), their means over the generated, the real-data and
+all tasks, and new programs per CPU-second.
 """
 
 from __future__ import annotations
@@ -23,21 +24,42 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_DESIGN", "build", "measure_heldout", "programs_per_cpu_second"]
+__all__ = [
+    "DEFAULT_DESIGN",
+    "build",
+    "measure_heldout",
+    "pretraining_rows",
+    "programs_per_cpu_second",
+]
 
 DEFAULT_DESIGN = "boost_factored"
 
 
-def build(out: str | Path, design: str = DEFAULT_DESIGN, table: str | None = None) -> Path:
-    """Fit v4 on every task of the pretraining table and save it to ``out``."""
+def pretraining_rows(table: str | Path | None = None, first_suite: bool = True) -> Any:
+    """v4's pretraining rows: every task of the pretraining pool table and, with
+    ``first_suite``, the first suite's real datasets of its pretraining (``wm``) and
+    ``train`` splits (their 72 grid programs)."""
     from wmrl_env.world_models.programs.open_space_data import (
+        concat_rows,
         default_pretraining_table,
         pool_training_rows,
+        table_training_rows,
     )
-    from wmrl_env.world_models.programs.open_space_fit import fit_open_space
 
     rows = pool_training_rows(table or default_pretraining_table())
-    return fit_open_space(rows, design).save(out)
+    return concat_rows(rows, table_training_rows()) if first_suite else rows
+
+
+def build(
+    out: str | Path,
+    design: str = DEFAULT_DESIGN,
+    table: str | None = None,
+    first_suite: bool = True,
+) -> Path:
+    """Fit v4 on :func:`pretraining_rows` and save it to ``out``."""
+    from wmrl_env.world_models.programs.open_space_fit import fit_open_space
+
+    return fit_open_space(pretraining_rows(table, first_suite), design).save(out)
 
 
 def programs_per_cpu_second(model: Any, n: int = 4000, seed: int = 123) -> float:
@@ -54,30 +76,43 @@ def programs_per_cpu_second(model: Any, n: int = 4000, seed: int = 123) -> float
     return n / (time.process_time() - start)
 
 
-def measure_heldout(model: Any, table: str | Path | None = None) -> dict[str, Any]:
-    """The held-out figures of the module doc (means over tasks, and per task)."""
-    from wmrl_env.bench.pool_suite import default_pool_table
+def measure_heldout(
+    model: Any, tables: Sequence[str | Path] | None = None, draws: int = 20
+) -> dict[str, Any]:
+    """The held-out figures of the module doc: per task, and means over the generated
+    tasks, the real-data tasks and all of them (``mean`` -> ``generated`` / ``real`` /
+    ``all`` -> ``all`` or ``sampled`` programs -> figure)."""
+    from wmrl_env.bench.pool_suite import default_pool_tables
     from wmrl_env.envs.ml_tasks.grammar import v1_subset
-    from wmrl_env.envs.ml_tasks.pool import POOL_TASKS
+    from wmrl_env.envs.ml_tasks.pool import read_pool
     from wmrl_env.world_models.programs.open_space_data import pool_training_rows
     from wmrl_env.world_models.programs.open_space_fit import _subset, evaluate_task
 
-    path = table or default_pool_table()
     named = {p.render(kind) for p in v1_subset() for kind in ("binary", "multiclass", "regression")}
     per_task: dict[str, dict[str, Any]] = {}
-    for task in POOL_TASKS:
-        rows = pool_training_rows(path, tasks=[task], exclude=())  # measured, never fitted
-        sampled = _subset(rows, np.array([p not in named for p in rows.programs]))
-        per_task[task] = {
-            "all": evaluate_task(model, rows),
-            "sampled": evaluate_task(model, sampled),
-        }
+    for path in tables or default_pool_tables():
+        for task in sorted({r["task_id"] for r in read_pool(path)}):
+            rows = pool_training_rows(path, tasks=[task], exclude=())  # measured, never fitted
+            sampled = _subset(rows, np.array([p not in named for p in rows.programs]))
+            per_task[task] = {
+                "all": evaluate_task(model, rows, draws=draws),
+                "sampled": evaluate_task(model, sampled, draws=draws),
+            }
+    kinds = {
+        "generated": [t for t in per_task if t.startswith("hr_")],
+        "real": [t for t in per_task if not t.startswith("hr_")],
+        "all": list(per_task),
+    }
     means = {
-        part: {
-            name: float(np.nanmean([f[part][name] for f in per_task.values()]))
-            for name in next(iter(per_task.values()))[part]
+        kind: {
+            part: {
+                name: float(np.nanmean([per_task[t][part][name] for t in tasks]))
+                for name in per_task[tasks[0]][part]
+            }
+            for part in ("all", "sampled")
         }
-        for part in ("all", "sampled")
+        for kind, tasks in kinds.items()
+        if tasks
     }
     return {"mean": means, "tasks": per_task, "programs_per_cpu_second":
             programs_per_cpu_second(model)}  # fmt: skip
@@ -93,12 +128,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--out", default=None, help="write the fitted model here (.npz)")
     parser.add_argument("--design", default=DEFAULT_DESIGN)
+    parser.add_argument(
+        "--generated-only",
+        action="store_true",
+        help="pretrain on the generated pretraining tasks only (not the first suite's real "
+        "datasets)",
+    )
     parser.add_argument("--measure", default=None, help="write the held-out figures (JSON)")
     args = parser.parse_args(argv)
     if not (args.out or args.measure):
         parser.error("give --out, --measure or both")
     if args.out:
-        print(f"saved {build(args.out, args.design)}")
+        print(f"saved {build(args.out, args.design, first_suite=not args.generated_only)}")
     if args.measure:
         model = load_ml_world_model("v4", args.out)
         figures = measure_heldout(model)

@@ -25,7 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TrainingRows", "default_pretraining_table", "pool_training_rows"]
+__all__ = [
+    "TrainingRows",
+    "concat_rows",
+    "default_pretraining_table",
+    "pool_training_rows",
+    "table_training_rows",
+]
 
 
 def default_pretraining_table() -> Path:
@@ -63,10 +69,10 @@ def pool_training_rows(
 ) -> TrainingRows:
     """The rows of ``tasks`` (default: every task of the table) in the table at ``path``;
     raises ``ValueError`` when a task of ``exclude`` (default: the second suite's held-out
-    tasks) would be read."""
+    tasks, generated and real-data) would be read."""
     from wmrl_env.envs.ml_tasks.grammar import GrammarProgram
-    from wmrl_env.envs.ml_tasks.headroom import headroom_task
-    from wmrl_env.envs.ml_tasks.pool import POOL_TASKS, read_pool
+    from wmrl_env.envs.ml_tasks.pool import POOL_TASKS, REAL_POOL_TASKS, read_pool
+    from wmrl_env.envs.ml_tasks.pool_tasks import private_test_task
     from wmrl_env.envs.ml_tasks.scoring import METRICS, normalised_score
     from wmrl_env.world_models.outcomes import observed_status
     from wmrl_env.world_models.programs.status_model import status_label
@@ -74,7 +80,9 @@ def pool_training_rows(
     rows = [r for r in read_pool(path) if r["status"] != "error"]
     available = sorted({r["task_id"] for r in rows})
     wanted = available if tasks is None else list(tasks)
-    forbidden = sorted(set(wanted) & set(POOL_TASKS if exclude is None else exclude))
+    forbidden = sorted(
+        set(wanted) & set((*POOL_TASKS, *REAL_POOL_TASKS) if exclude is None else exclude)
+    )
     if forbidden:
         raise ValueError(f"tasks {forbidden} are held out: no world model may train on them")
     missing = sorted(set(wanted) - set(available))
@@ -82,7 +90,7 @@ def pool_training_rows(
         raise ValueError(f"tasks {missing} are not in the pool table {path}")
     out: dict[str, list] = {k: [] for k in ("task", "text", "program", "label", "score")}
     for task_id in wanted:
-        task = headroom_task(task_id)
+        task = private_test_task(task_id)
         mine = [r for r in rows if r["task_id"] == task_id]
         better = max if METRICS[task.metric].higher_is_better else min
         best = better(r["valid_raw"] for r in mine if r["status"] == "ok")
@@ -104,3 +112,58 @@ def pool_training_rows(
         tuple(out["task"]), tuple(out["text"]), tuple(out["program"]), tuple(out["label"]),
         np.array(out["score"], dtype=np.float64),
     )  # fmt: skip
+
+
+def table_training_rows(
+    splits: Sequence[str] = ("wm", "train"),
+    table: str | os.PathLike[str] | None = None,
+    real_only: bool = True,
+) -> TrainingRows:
+    """The first suite's executions of the tasks of ``splits`` (its 72 grid programs, the
+    same text as the open space's points), read like a pool table: the contract status and
+    the score normalised per task (the table's score, divided by the best ``ok`` one of the
+    task, clipped to [0, 1]). The first suite's ``heldout`` split is refused; with
+    ``real_only`` its synthetic tasks are left out."""
+    from wmrl_env.envs.ml_tasks.registry import get_task, manifest_entry, task_ids
+    from wmrl_env.envs.ml_tasks.tables import load_table
+    from wmrl_env.world_models.outcomes import observed_status
+    from wmrl_env.world_models.programs.status_model import status_label
+
+    if "heldout" in splits:
+        raise ValueError(
+            "the first suite's heldout split is held out: no world model may train on it"
+        )
+    executions = load_table(table)
+    out: dict[str, list] = {k: [] for k in ("task", "text", "program", "label", "score")}
+    for task_id in [t for split in splits for t in task_ids(split)]:
+        if real_only and manifest_entry(task_id)["source"] == "synthetic":
+            continue
+        mine = [r for r in executions.for_task(task_id) if r.status != "error"]
+        scores = np.array([r.score if r.status == "ok" else np.nan for r in mine], dtype=float)
+        if not mine or not np.isfinite(scores).any() or np.nanmax(scores) <= 0:
+            continue
+        description = get_task(task_id).description
+        best = np.nanmax(scores)
+        for row, score in zip(mine, scores, strict=True):
+            program = row.program()
+            status, error = observed_status(row.status, row.message, program)
+            out["task"].append(task_id)
+            out["text"].append(description)
+            out["program"].append(program)
+            out["label"].append(status_label(status, error))
+            out["score"].append(min(1.0, max(0.0, score / best)) if status == "ok" else math.nan)
+    return TrainingRows(
+        tuple(out["task"]), tuple(out["text"]), tuple(out["program"]), tuple(out["label"]),
+        np.array(out["score"], dtype=np.float64),
+    )  # fmt: skip
+
+
+def concat_rows(*parts: TrainingRows) -> TrainingRows:
+    """One :class:`TrainingRows` of several, in order."""
+    return TrainingRows(
+        tuple(t for p in parts for t in p.task_ids),
+        tuple(t for p in parts for t in p.descriptions),
+        tuple(t for p in parts for t in p.programs),
+        tuple(t for p in parts for t in p.labels),
+        np.concatenate([p.score for p in parts]),
+    )

@@ -108,11 +108,12 @@ def _fit_parts(
 
 
 def _model(
-    parts: _Parts, design: str, prior: BlockPrior, scale: float, tasks
+    parts: _Parts, design: str, prior: BlockPrior, scale: float, tasks, level: bool = False
 ) -> OpenSpaceWorldModel:
     return OpenSpaceWorldModel(
         design=design, status_model=parts.status, reward=parts.reward, z_mean=parts.z_mean,
         z_scale=parts.z_scale, residual_prior=prior, std_scale=scale, pretraining_tasks=tasks,
+        level_column=level,
     )  # fmt: skip
 
 
@@ -130,25 +131,40 @@ def _anchor_draws(n: int, groups: int, draws: int, rng: np.random.Generator) -> 
     return [rng.permutation(n)[:size] for _ in range(draws if groups else 1)]
 
 
+def residual_folds_of(task_ids: Sequence[str], scheme: str = "family") -> np.ndarray:
+    """The fold of each task for the out-of-fold residuals: a generated task's seed
+    (``scheme="seed"``) or family (``"family"``); any other task (the first suite's real
+    datasets) one of five folds by its rank among those tasks."""
+    if scheme not in ("seed", "family"):
+        raise ValueError(f"residual_folds must be 'seed' or 'family', got {scheme!r}")
+    others = sorted({t for t in task_ids if not t.startswith("hr_")})
+    rank = {t: i for i, t in enumerate(others)}
+    key = seed_of if scheme == "seed" else family_of
+    return np.array([
+        key(t) if t.startswith("hr_") else f"table_{rank[t] % 5}" for t in task_ids
+    ])  # fmt: skip
+
+
 def fit_open_space(
     rows: TrainingRows,
     design: str = "boost_factored",
     *,
-    residual_folds: str = "seed",
+    residual_folds: str = "family",
+    level_column: bool = True,
     seed: int = 0,
     draws: int = 10,
 ) -> OpenSpaceWorldModel:
     """World model v4 of ``design`` fitted on ``rows`` (see the module doc); the residuals
-    behind the posterior's prior and the std come from leaving out one seed's tasks at a
-    time (``residual_folds="seed"``: each task predicted with its family's other seeds in
-    training, the situation of a new task of a known family) or one family's
-    (``"family"``)."""
-    if residual_folds not in ("seed", "family"):
-        raise ValueError(f"residual_folds must be 'seed' or 'family', got {residual_folds!r}")
+    behind the posterior's prior and the std come from leaving out one fold of tasks at a
+    time: one family's generated tasks (``residual_folds="family"``: the situation of a task
+    unlike any seen) or one seed's (``"seed"``: each task predicted with its family's other
+    seeds in training), and a fifth of any other tasks (:func:`residual_folds_of`).
+    ``level_column``: the posterior also reads the prior's expected reward."""
     x = training_matrix(rows)
     task_ids = np.array(rows.task_ids)
-    folds = np.array([(seed_of if residual_folds == "seed" else family_of)(t) for t in task_ids])
-    blocks = program_blocks()
+    folds = residual_folds_of(rows.task_ids, residual_folds)
+    blocks = program_blocks(level_column)
+    placeholder = BlockPrior(np.ones(int(blocks.max()) + 1), blocks, 1.0)
     # out-of-fold residuals: each fold's tasks predicted by a prior fitted without them
     residuals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for fold in np.unique(folds):
@@ -156,16 +172,18 @@ def fit_open_space(
         if not inside.any():
             continue
         parts = _fit_parts(x[inside], _subset(rows, inside), design, seed)
-        placeholder = BlockPrior(np.ones(4), blocks, 1.0)
-        fold = _model(parts, design, placeholder, 1.0, ())
+        fold_model = _model(parts, design, placeholder, 1.0, (), level_column)
         for task in np.unique(task_ids[~inside]):
             members = task_ids == task
-            expected, _, _ = fold.prior(x[members])
-            residuals[task] = (fold.z_rows(x[members]), rows.reward[members] - expected)
+            expected, _, _ = fold_model.prior(x[members])
+            residuals[task] = (
+                fold_model.z_rows(x[members], expected),
+                rows.reward[members] - expected,
+            )
     if len(residuals) < 2:
         raise ValueError(
-            "fitting v4 needs pretraining tasks of two seeds (of two families with "
-            "residual_folds='family')"
+            "fitting v4 needs pretraining tasks of two folds (two seeds, or two families "
+            "with residual_folds='family')"
         )
     prior = fit_blocks(list(residuals.values()), blocks)
     rng = np.random.default_rng(seed)
@@ -183,21 +201,22 @@ def fit_open_space(
                 ratios.append(np.abs(r[rest] - mean) / np.sqrt(variance))
     scale = float(np.quantile(np.concatenate(ratios), COVERAGE))
     parts = _fit_parts(x, rows, design, seed)
-    return _model(parts, design, prior, scale, tuple(sorted(set(rows.task_ids))))
+    return _model(parts, design, prior, scale, tuple(sorted(set(rows.task_ids))), level_column)
 
 
 def evaluate_task(
     model: OpenSpaceWorldModel,
     rows: TrainingRows,
     *,
-    groups: Sequence[int] = (0, 1, 4),
+    groups: Sequence[int] = ANCHOR_GROUPS,
     draws: int = 20,
     seed: int = 0,
 ) -> dict[str, float]:
     """Figures of ``model`` on one task's executions ``rows`` (the model's anchors of that
     task are reset before and after): ``spearman@G`` (G anchor groups of 8 random programs,
-    on the programs not anchored, mean over ``draws``), ``coverage@G`` (±1σ),
-    ``failure_auc``, ``status_accuracy``."""
+    on the programs not anchored, mean over ``draws``), ``regret@G`` (the best reward among
+    the programs not anchored minus the reward of the one the model ranks first),
+    ``coverage@G`` (±1σ), ``failure_auc``, ``status_accuracy``."""
     from scipy.stats import rankdata, spearmanr
     from sklearn.metrics import roc_auc_score
 
@@ -222,7 +241,7 @@ def evaluate_task(
     assert set(truth) <= set(STATUSES)
     rng = np.random.default_rng(seed)
     for g in groups:
-        rhos, covered = [], []
+        rhos, covered, regrets = [], [], []
         for anchors in _anchor_draws(len(programs), g, draws, rng):
             model.reset_task(contexts[0])
             if len(anchors):
@@ -233,7 +252,9 @@ def evaluate_task(
             if np.ptp(reward[rest]) > 0:
                 rhos.append(spearmanr(rankdata(p.scores), reward[rest]).statistic)
             covered.append(np.mean(np.abs(reward[rest] - p.scores) <= p.std))
+            regrets.append(reward[rest].max() - reward[rest][np.argmax(p.scores)])
         figures[f"spearman@{g}"] = float(np.mean(rhos)) if rhos else float("nan")
+        figures[f"regret@{g}"] = float(np.mean(regrets))
         figures[f"coverage@{g}"] = float(np.mean(covered))
     model.reset_task(contexts[0])
     return figures

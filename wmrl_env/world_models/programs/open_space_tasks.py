@@ -1,12 +1,12 @@
 """Task meta-features of the open-space world model, read from a task's context.
 
 A context names its task on its first line (``Task <id>: ...``). For a task of the second
-suite (generated ``hr_<family>_s<seed>``, real-data ``rd_<name>``) whose description is
-exactly this text, the
-features are computed from its public train rows (:func:`~wmrl_env.envs.ml_tasks.features.
-train_features`: size, kind, missingness, skew, landmarks; never a validation or private
-label); any other context gets what its words say
-(:func:`~wmrl_env.envs.ml_tasks.features.context_features`, NaN where silent). The model
+suite (generated ``hr_<family>_s<seed>``, real-data ``rd_<name>``) or of the first suite's
+registry whose description is exactly this text, the features are computed from its public
+train rows (:func:`~wmrl_env.envs.ml_tasks.features.train_features`: size, kind,
+missingness, skew, landmarks; never a validation or private label); any other context gets
+what its words say (:func:`~wmrl_env.envs.ml_tasks.features.context_features`, NaN where
+silent). The model
 reads the subset :data:`TASK_COLUMNS`; results are cached per context.
 
 Example:
@@ -46,7 +46,7 @@ TASK_COLUMNS: tuple[str, ...] = (
 )
 """The task features the model reads (names of :data:`~wmrl_env.envs.ml_tasks.features.
 TASK_FEATURE_NAMES`)."""
-_TASK_LINE = re.compile(r"Task (?P<task_id>(?:hr_[A-Za-z0-9_]+_s\d+|rd_[A-Za-z0-9_]+)):")
+_TASK_LINE = re.compile(r"Task (?P<task_id>[A-Za-z0-9_]+):")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -67,11 +67,16 @@ def _vector(text: str) -> np.ndarray:
 
 def _generated_task_features(task_id: str, text: str) -> np.ndarray | None:
     from wmrl_env.envs.ml_tasks.features import train_features
-    from wmrl_env.envs.ml_tasks.pool_tasks import private_test_task
+    from wmrl_env.envs.ml_tasks.pool_tasks import is_private_test_id, private_test_task
+    from wmrl_env.envs.ml_tasks.registry import get_task, manifest_entry
 
     try:
-        task = private_test_task(task_id)
-    except ValueError:
+        if is_private_test_id(task_id):
+            task = private_test_task(task_id)
+        else:
+            manifest_entry(task_id)  # a listed task of the first suite, or ValueError
+            task = get_task(task_id)
+    except (ValueError, KeyError, ImportError, OSError):  # not a task this install can build
         return None
     if task.description != text:
         return None
