@@ -249,3 +249,19 @@ def test_real_data_tasks_are_ranked_zero_shot_and_their_std_covers() -> None:
     assert np.mean([f["spearman@0"] for f in figures]) > 0.58
     assert 0.65 < np.mean([f["coverage@0"] for f in figures]) < 0.85
     assert 0.48 < np.mean([f["coverage@4"] for f in figures]) < 0.70
+
+
+@pytest.mark.slow
+def test_measure_reads_the_real_data_tasks_separately() -> None:
+    """``open_space_build --measure`` reports each table's tasks, their means per kind (a
+    real-data table alone gives no generated mean) and 0 / 1 / 2 / 4 anchor groups."""
+    from wmrl_env.bench.pool_suite import default_pool_tables
+    from wmrl_env.envs.ml_tasks.pool import REAL_POOL_TASKS
+    from wmrl_env.world_models.programs.open_space_build import measure_heldout
+
+    figures = measure_heldout(load_ml_world_model("v4"), [default_pool_tables()[1]], draws=1)
+    assert set(figures["tasks"]) == set(REAL_POOL_TASKS)
+    assert set(figures["mean"]) == {"real", "all"}
+    means = figures["mean"]["real"]["all"]
+    assert {f"regret@{g}" for g in (0, 1, 2, 4)} <= set(means)
+    assert means == figures["mean"]["all"]["all"]
