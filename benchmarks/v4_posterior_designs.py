@@ -250,11 +250,9 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--designs", nargs="*", default=list(DESIGNS))
     args = parser.parse_args()
-    from wmrl_env.world_models.artifact_file import read_state
-    from wmrl_env.world_models.programs.ml_default import OPEN_SPACE_ARTIFACTS
+    from wmrl_env.world_models.programs.open_space_fit import space_standardisation
 
-    state = read_state(OPEN_SPACE_ARTIFACTS["v4"])  # the standardisation of the program columns
-    _Z = (np.asarray(state["z_mean"]), np.asarray(state["z_scale"]))
+    _Z = space_standardisation()  # v4's standardisation of the program columns
     print("| pretraining | posterior | held out | Spearman 0 / 1 / 2 / 4 groups | regret | ±1σ |")
     print("|---|---|---|---|---|---|")
     for first_suite in (False, True):

@@ -229,12 +229,12 @@ def test_first_suite_rows_never_read_its_heldout_split() -> None:
 
 
 @pytest.mark.slow
-def test_real_data_tasks_are_ranked_zero_shot_and_their_std_covers() -> None:
+def test_real_data_tasks_are_ranked_zero_shot_learned_from_anchors_and_covered() -> None:
     """Measured, never fitted: on the eight held-out real-data tasks the committed v4 ranks
     the programs at a mean within-task Spearman of about 0.63 zero-shot (0.47 when it was
-    pretrained on generated tasks only), and its ±1σ covers about 75 % zero-shot and 59 %
-    after 4 anchor groups (0.29 / 0.31 before). Zero-shot figures are deterministic; the
-    coverage after anchors is a mean over 8 tasks x 5 draws (its spread about 0.02)."""
+    pretrained on generated tasks only) and about 0.67 after 4 anchor groups of 8 (20 draws);
+    its ±1σ covers about 67 % zero-shot and 57 % after 4 groups (0.29 / 0.31 before). Here
+    8 tasks x 5 draws: the mean gain's Monte Carlo error is about 0.01, the coverage's 0.01."""
     from wmrl_env.bench.pool_suite import default_pool_tables
     from wmrl_env.envs.ml_tasks.pool import REAL_POOL_TASKS
     from wmrl_env.world_models.programs.open_space_fit import evaluate_task
@@ -246,9 +246,11 @@ def test_real_data_tasks_are_ranked_zero_shot_and_their_std_covers() -> None:
                       groups=(0, 4), draws=5, seed=1)
         for task in REAL_POOL_TASKS
     ]  # fmt: skip
-    assert np.mean([f["spearman@0"] for f in figures]) > 0.58
-    assert 0.65 < np.mean([f["coverage@0"] for f in figures]) < 0.85
-    assert 0.48 < np.mean([f["coverage@4"] for f in figures]) < 0.70
+    zero_shot = np.mean([f["spearman@0"] for f in figures])
+    assert zero_shot > 0.58
+    assert np.mean([f["spearman@4"] for f in figures]) - zero_shot > 0.015
+    assert 0.58 < np.mean([f["coverage@0"] for f in figures]) < 0.80
+    assert 0.48 < np.mean([f["coverage@4"] for f in figures]) < 0.68
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,6 +66,23 @@ def seed_of(task_id: str) -> str:
     return task_id.rsplit("_s", 1)[1]
 
 
+@functools.cache
+def space_standardisation(n: int = 3000, seed: int = 77) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of the program columns over ``n`` programs drawn uniformly from the open
+    space (no score read): the posterior's standardisation, so that a program off the
+    pretraining tables' grid is as far from the mean as it is in the space, not as far as
+    from the grid's few values."""
+    from wmrl_env.envs.ml_tasks.grammar import sample_programs
+
+    kinds = ("binary", "multiclass", "regression")
+    program = np.array([
+        program_vector(parse_program(p.render(kinds[i % 3])))
+        for i, p in enumerate(sample_programs(n, seed))
+    ])  # fmt: skip
+    scale = program.std(axis=0)
+    return program.mean(axis=0), np.where(scale > 0, scale, 1.0)
+
+
 def training_matrix(rows: TrainingRows) -> np.ndarray:
     """Feature rows of the executions (every program of the grammar parses)."""
     tasks = {d: task_vector(d) for d in set(rows.descriptions)}
@@ -86,9 +104,7 @@ def _fit_parts(
     x: np.ndarray, rows: TrainingRows, design: str, seed: int, status: StatusModel | None = None
 ) -> _Parts:
     program = x[:, : len(PROGRAM_COLUMNS)]
-    z_mean = program.mean(axis=0)
-    z_scale = program.std(axis=0)
-    z_scale = np.where(z_scale > 0, z_scale, 1.0)
+    z_mean, z_scale = space_standardisation()
     if status is None:
         with one_thread():
             status = StatusModel(min_count=5, seed=seed).fit(x, rows.labels)
