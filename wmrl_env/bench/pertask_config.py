@@ -36,7 +36,7 @@ SUITES: tuple[str, ...] = ("v1", "pool")
 SUITE_WORLD_MODELS = {"v1": None, "pool": "v4"}
 """the ML world model each suite's arms use: the v1 suite the package default, the pool
 suite v4 (the one that reads any program of the open space, pretrained on generated tasks
-of other seeds than the held-out ones)"""
+of other seeds than the held-out ones and on the first suite's real datasets)"""
 SUITE_POLICIES = {"v1": "tabular", "pool": "factorized"}
 """each suite's default policy: the first suite keeps the tabular policy its figures were
 measured with; the pool suite's is parametric over the grammar's slots, so one execution

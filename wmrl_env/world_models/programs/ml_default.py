@@ -63,7 +63,9 @@ execution table's statuses on that version's pretraining splits."""
 OPEN_SPACE_ARTIFACTS = {"v4": _PRETRAINED / "ml_open_v4.npz"}
 """World model v4 (:class:`~wmrl_env.world_models.programs.open_space.OpenSpaceWorldModel`):
 reads any program of the second suite's open space, pretrained on the generated tasks'
-pretraining table (seeds 1 and 2; never the held-out ``_s0`` tasks), status model inside."""
+pretraining table (seeds 1 and 2; never the held-out ``_s0`` tasks) and the first suite's
+real datasets of its ``wm`` and ``train`` splits (never an ``rd_`` task), status model
+inside."""
 VERSIONS: tuple[str, ...] = (*ARTIFACTS, *OPEN_SPACE_ARTIFACTS)
 """Every ML world model loadable by name."""
 _BUILD = {

@@ -1,7 +1,7 @@
 """World model v4: reads any program of the ML suite's open space, pretrained on generated
-tasks, learns each task from its anchors.
+tasks and the first suite's real datasets, learns each task from its anchors.
 
-Three parts, each fitted on a pretraining pool table (never on a held-out task):
+Three parts, each fitted on pretraining executions (never on a held-out task):
 
 1. **What the program is** (:mod:`~.grammar_features`): the grammar's slots and every
    hyperparameter as a number, read from the program's estimator calls, beside the task's
