@@ -16,12 +16,14 @@ them and run live in the local sandbox otherwise. Each finished run is appended 
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --policy lm \\
         --out runs/multiturn_transfer_lm
 
-``--suite pool`` runs the tabular check on the second suite (train on the world model's
+``--suite pool`` runs either check on the second suite (train on the world model's
 pretraining tasks, score on the held-out ``hr_*_s0`` and ``rd_*`` tasks' private test, real
 turns replayed from the pool tables, world model v4)::
 
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --suite pool \\
         --out runs/multiturn_transfer_pool
+    PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --policy lm --suite pool \\
+        --heldout-tasks 0 --out runs/multiturn_transfer_lm_pool
 """
 
 from __future__ import annotations
@@ -87,15 +89,16 @@ def main(argv: list[str] | None = None) -> str:
 
 
 def _run_lm(config: Any, world_model: Any, cache_dir: Path, finished, append, out: Path) -> str:
+    from wmrl_env.bench.multiturn import _suite_executor
     from wmrl_env.bench.multiturn_lm import lm_markdown, run_lm_transfer
     from wmrl_env.code_policy import ReplayOrLiveExecutor
     from wmrl_env.code_policy.lm_reviser import make_lm_reviser
-    from wmrl_env.envs.ml_tasks import load_table
     from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
 
     path = make_lm_reviser(config.bc_seed, cache_dir, max_turns=config.max_turns)
-    live = default_sandbox(max_workers=1, warm=True)
-    with ReplayOrLiveExecutor(load_table().replay_executor(), live) as executor:
+    replay = _suite_executor(config.suite)  # read once, shared: closing it would empty it
+    with default_sandbox(max_workers=1, warm=True) as live:
+        executor = ReplayOrLiveExecutor(replay, live)
         results = run_lm_transfer(config, world_model, path, executor, finished, on_run=append)
         results["bc_log"] = json.loads((path / "bc_log.json").read_text())
     (out / "results.json").write_text(json.dumps(results, indent=1))

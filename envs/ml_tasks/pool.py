@@ -89,10 +89,13 @@ def read_pool(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def pool_replay_executor(paths: Sequence[str | os.PathLike[str]] | None = None) -> Any:
+def pool_replay_executor(
+    paths: Sequence[str | os.PathLike[str]] | None = None, tasks: Iterable[str] | None = None
+) -> Any:
     """A :class:`~wmrl_env.sandboxes.replay.ReplayExecutor` answering the programs that the
     pool tables at ``paths`` hold (default: the committed tables of the held-out tasks,
-    generated and real-data, and of the pretraining tasks) as the live sandbox would: the
+    generated and real-data, and of the pretraining tasks) on ``tasks`` (default: every task
+    of the tables) as the live sandbox would: the
     validation score normalised like a live run's (trivial baseline 0, the metric's ideal 1),
     and the normalised private score in the result's metadata (``private_score``, which
     :class:`~wmrl_env.envs.ml_tasks.multiturn.MLTaskMultiTurnEnv` reports at the end). The
@@ -106,10 +109,13 @@ def pool_replay_executor(paths: Sequence[str | os.PathLike[str]] | None = None) 
         data = Path(__file__).resolve().parent / "data"
         paths = [data / name for name in
                  ("pool_v2.jsonl", "pool_real_v1.jsonl", "pool_pretrain_v1.jsonl")]  # fmt: skip
+    keep = None if tasks is None else set(tasks)
     records = []
     for path in paths:
         for row in read_pool(path):
             if row["status"] == "error":  # the executor failed, not the program
+                continue
+            if keep is not None and row["task_id"] not in keep:
                 continue
             task = private_test_task(row["task_id"])
             ok = row["status"] == "ok" and row["valid_raw"] is not None

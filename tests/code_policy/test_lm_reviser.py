@@ -21,6 +21,7 @@ from wmrl_env.envs.ml_tasks import (
 )
 from wmrl_env.envs.ml_tasks.reviser import fix_for_error, neighbours
 from wmrl_env.envs.ml_tasks.turns import TurnReport, parse_report
+from wmrl_env.executors.base import BaseExecutor
 from wmrl_env.utils.hashing import artifact_hash
 
 pytestmark = [pytest.mark.transformers, pytest.mark.torch]
@@ -200,6 +201,51 @@ def test_lm_transfer_pays_each_arm_its_real_executions(reviser_path) -> None:
         assert final["sim_minus_real"] == pytest.approx(final["sim_best"] - final["real_best"])
     text = lm_markdown(out)
     assert "| wm |" in text and "gain over anchors" in text and "runs after a failure" in text
+
+
+@pytest.mark.slow
+def test_lm_transfer_runs_on_the_second_suite(reviser_path, monkeypatch) -> None:
+    """Tiny sizes on two pretraining tasks and two held-out ones (one real-data), real turns
+    replayed from the pool tables: every program the LM writes is there, and each arm's real
+    episodes report the private score on which the gain over anchors is read."""
+    from wmrl_env.bench import multiturn, multiturn_lm
+    from wmrl_env.code_policy import ReplayOrLiveExecutor
+    from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
+    from wmrl_env.world_models.programs.ml_default import load_ml_world_model
+
+    train, heldout = ["hr_missing_s1", "hr_periodic_s2"], ["hr_missing_s0", "rd_ecdat_catsup"]
+    for module in (multiturn, multiturn_lm):
+        monkeypatch.setattr(module, "suite_tasks", lambda config: (train, heldout))
+    replay = ReplayOrLiveExecutor(pool_replay_executor(tasks=train + heldout), _NoLiveRun())
+    config = multiturn_lm.LMTransferConfig(
+        seeds=2, rounds=1, num_groups=2, group_size=2, anchor_fraction=0.5, heldout_tasks=0,
+        eval_episodes=1, eval_every=1, suite="pool",
+    )  # fmt: skip
+    out = multiturn_lm.run_lm_transfer(config, load_ml_world_model("v4"), reviser_path, replay)
+    assert "real_private" in out["untrained"]
+    rows = {row["arm"]: row for row in multiturn_lm.lm_summary_rows(out)}
+    assert set(rows) == {"real", "anchors", "wmrl", "wm"}
+    for run in out["runs"]:
+        final = run["checkpoints"][-1]
+        assert 0.0 <= final["real_private"] <= 1.0 and final["live_executions"] == 0
+    private = {(r["arm"], r["seed"]): r["checkpoints"][-1]["real_private"] for r in out["runs"]}
+    gain = np.mean([private["wm", s] - private["anchors", s] for s in range(2)])
+    assert rows["wm"]["gain_over_anchors"][0] == pytest.approx(gain)
+    assert rows["wm"]["real_executions"][0] == 0
+    text = multiturn_lm.lm_markdown(out)
+    assert "gain over anchors (paired, private)" in text and "real private score" in text
+
+
+class _NoLiveRun(BaseExecutor):
+    """Fails a test that sends a job the replay does not hold."""
+
+    def _submit(self, jobs):
+        if jobs:
+            raise AssertionError(f"{len(jobs)} jobs the pool tables do not hold")
+        return []
+
+    def _close(self):
+        pass
 
 
 def _grid() -> list[ProgramSpec]:

@@ -236,14 +236,16 @@ def evaluate(
 
 
 def _deployed_private(task_id: str, reports: list[Any], actions: list[Any], executor: Any) -> float:
-    """The private score of the episode's best program by validation (0 if none ran)."""
+    """The private score of the episode's best program by validation (0 if none ran); an
+    action is a structured program or, like the multi-turn env reads it, program text."""
     ran = [(r.score, a) for r, a in zip(reports, actions, strict=True)
            if r is not None and r.score is not None]  # fmt: skip
     if not ran:
         return 0.0
     task = resolve_task(task_id)
-    program = render_program(ProgramSpec.from_action(max(ran, key=lambda pair: pair[0])[1]),
-                             task.kind)  # fmt: skip
+    best = max(ran, key=lambda pair: pair[0])[1]
+    program = best if isinstance(best, str) else render_program(ProgramSpec.from_action(best),
+                                                                task.kind)  # fmt: skip
     value = executor.run([task.make_job(program)])[0].metadata.get("private_score")
     return 0.0 if value is None else float(value)
 

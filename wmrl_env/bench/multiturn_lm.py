@@ -15,6 +15,13 @@ Real executions replay the committed execution table when it holds the program (
 cloned on its programs) and run live in the local sandbox otherwise; ``live_executions``
 counts those.
 
+``suite="pool"`` runs it on the second suite, with the pieces of the tabular check: GRPO on
+the world model's pretraining tasks, scores on the held-out ``hr_*_s0`` and ``rd_*`` tasks
+(:func:`~wmrl_env.bench.multiturn.suite_tasks`), real turns replayed from the pool tables
+(which hold the 72 grid programs the LM can write on every task), and ``real_private``: the
+private-test score of each real episode's best program by validation, on which the gain over
+``anchors`` is read. Pass the open-space world model (``load_ml_world_model("v4")``).
+
 Example:
     >>> LMTransferConfig(rounds=2, seeds=2).anchor_groups
     2
@@ -32,11 +39,15 @@ import numpy as np
 
 from wmrl_env.bench.multiturn import (
     TransferConfig,
+    _deployed_private,
     _fmt,
+    _gain_key,
     _make_envs,
     _obs_array,
+    suite_tasks,
 )
-from wmrl_env.envs.ml_tasks import STOP, MLTaskMultiTurnEnv, get_task, task_ids
+from wmrl_env.envs.ml_tasks import STOP, MLTaskMultiTurnEnv
+from wmrl_env.envs.ml_tasks.env import resolve_task
 from wmrl_env.envs.ml_tasks.simulator import TurnSimulator
 from wmrl_env.envs.ml_tasks.turns import TurnReport, parse_report
 
@@ -69,11 +80,6 @@ class LMTransferConfig(TransferConfig):
     heldout_tasks: int = 12
     temperature: float = 1.0
     bc_seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.suite != "first":
-            raise ValueError("the LM transfer check runs on the first suite only (suite='first')")
 
 
 def behaviour(
@@ -113,16 +119,19 @@ def evaluate_lm(
 ) -> dict[str, float]:
     """The reviser's sampled episodes on ``tasks`` for real and in the simulator, from the
     same sampling seed: ``real_*`` and ``sim_*`` :func:`behaviour` figures, ``sim_minus_real``
-    (best score) and ``live_executions`` (real runs the table did not hold)."""
+    (best score) and ``live_executions`` (real runs the table did not hold); on the second
+    suite also ``real_private``, the private score of each real episode's best program by
+    validation."""
     out: dict[str, float] = {}
     starts = [t for t in tasks for _ in range(config.eval_episodes)]
     for where in ("real", "sim"):
         reviser.reseed([seed, 991])
         n = len(starts)
-        observations = [get_task(t).description for t in starts]
+        observations = [resolve_task(t).description for t in starts]
         last: list[str | None] = [None] * n
         reports: list[list[TurnReport]] = [[] for _ in starts]
         programs: list[list[str]] = [[] for _ in starts]
+        reported: list[list[str]] = [[] for _ in starts]  # the program of each report
         stopped, done = [False] * n, [False] * n
         envs = []
         if where == "real":
@@ -156,7 +165,13 @@ def evaluate_lm(
                 report = parse_report(text)
                 if report is not None:
                     reports[k].append(report)
+                    reported[k].append(action)
                 done[k] = bool(end)
+        if where == "real" and config.suite == "pool":
+            out["real_private"] = float(np.mean([
+                _deployed_private(task, rs, ps, executor)
+                for task, rs, ps in zip(starts, reports, reported, strict=True)
+            ]))  # fmt: skip
         for env in envs:
             env.close()
         figures = behaviour(reports, programs, stopped)
@@ -225,7 +240,7 @@ def run_lm_transfer(
     kept (a stopped check resumes). ``untrained``: the clone itself, before GRPO."""
     from wmrl_env.code_policy.lm_reviser import LMReviser
 
-    heldout = list(task_ids("heldout"))[: config.heldout_tasks or None]
+    heldout = suite_tasks(config)[1][: config.heldout_tasks or None]
     clone = LMReviser.load(reviser_path, temperature=config.temperature)
     untrained = evaluate_lm(clone, heldout, config, world_model, 0, executor)
     runs = list(finished)
@@ -244,23 +259,28 @@ def run_lm_transfer(
 
 def lm_summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Per arm, the last checkpoint's figures: mean and Student-t 95 % interval over seeds
-    (:func:`t_interval`), and the paired gain over ``anchors`` (real best score) where it
-    ran."""
+    (:func:`t_interval`), and the paired gain over ``anchors`` where it ran (real best
+    score; on the second suite the real private score)."""
     finals: dict[str, dict[int, dict[str, Any]]] = {}
     for run in results["runs"]:
         finals.setdefault(run["arm"], {})[run["seed"]] = run["checkpoints"][-1]
     keys = ["real_executions", "sim_minus_real", "live_executions"] + [
         f"{where}_{key}" for where in ("real", "sim") for key in BEHAVIOUR_KEYS
     ]
+    gain_key = _gain_key(results)
+    if gain_key not in keys:
+        keys.append(gain_key)
     rows = []
     for arm, by_seed in finals.items():
         row: dict[str, Any] = {"arm": arm, "seeds": len(by_seed)}
         for key in keys:
+            if any(key not in c for c in by_seed.values()):
+                continue
             values = np.array([c[key] for c in by_seed.values()], dtype=np.float64)
             row[key] = t_interval(values[np.isfinite(values)])
         if "anchors" in finals and arm != "anchors":
             common = sorted(set(by_seed) & set(finals["anchors"]))
-            gains = [by_seed[s]["real_best"] - finals["anchors"][s]["real_best"] for s in common]
+            gains = [by_seed[s][gain_key] - finals["anchors"][s][gain_key] for s in common]
             row["gain_over_anchors"] = t_interval(np.array(gains))
         rows.append(row)
     return rows
@@ -286,26 +306,32 @@ def t_interval(values: np.ndarray) -> tuple[float, float, float]:
 
 
 def lm_markdown(results: dict[str, Any]) -> str:
-    """Two tables: real and simulated held-out scores per arm, and behaviour sim vs real."""
+    """Two tables: real and simulated held-out scores per arm (on the second suite also the
+    real private score, on which the gain over ``anchors`` is read), and behaviour sim vs
+    real."""
     config, untrained = results["config"], results["untrained"]
     rows = lm_summary_rows(results)
+    private = _gain_key(results) == "real_private"
+    extra = ("| real private score (best by validation) ", "|---") if private else ("", "")
     lines = [
         f"Held-out tasks ({config['heldout_tasks'] or 'all'}), best score of a sampled "
         f"{config['max_turns']}-turn episode written by the code LM (mean [Student-t 95 % "
         "interval] over seeds; real = replayed or live executions):",
         "",
-        "| arm | seeds | real executions | real score | simulated score | sim - real | "
-        "gain over anchors (paired) |",
-        "|---|---|---|---|---|---|---|",
+        f"| arm | seeds | real executions | real score {extra[0]}| simulated score | sim - real "
+        f"| gain over anchors (paired{', private' if private else ''}) |",
+        f"|---|---|---|---{extra[1]}|---|---|---|",
         f"| cloned LM, no GRPO | | 0 | {untrained['real_best']:.3f} "
-        f"| {untrained['sim_best']:.3f} | {untrained['sim_minus_real']:+.3f} | |",
+        + (f"| {untrained['real_private']:.3f} " if private else "")
+        + f"| {untrained['sim_best']:.3f} | {untrained['sim_minus_real']:+.3f} | |",
     ]
     for row in rows:
         gain = row.get("gain_over_anchors")
         lines.append(
             f"| {row['arm']} | {row['seeds']} | {row['real_executions'][0]:.0f} "
             f"| {_fmt(row['real_best'])} "
-            f"| {_fmt(row['sim_best'])} | {_fmt(row['sim_minus_real'], signed=True)} "
+            + (f"| {_fmt(row['real_private'])} " if private else "")
+            + f"| {_fmt(row['sim_best'])} | {_fmt(row['sim_minus_real'], signed=True)} "
             f"| {'' if gain is None else _fmt(gain, signed=True)} |"
         )
     lines += [

@@ -1,7 +1,8 @@
 """What the code policy reads and clones: a short task prompt, and (prompt, program) pairs.
 
 :func:`task_prompt` states a task in one line from the suite's manifest (its id, kind,
-metric, rows and features: what decides which program can run); the world model still
+metric, rows and features: what decides which program can run; a task of the second suite,
+``hr_*`` or ``rd_*``, from its dataset alike); the world model still
 reads the task's full description. :func:`bc_pairs` draws programs for every task of some
 splits with :func:`~wmrl_env.code_policy.drafts.sample_draft` (the grid's programs and
 recombinations of their pieces): the behaviour-cloning data.
@@ -27,13 +28,20 @@ __all__ = ["bc_pairs", "task_prompt"]
 
 def task_prompt(task_id: str) -> str:
     """The one-line task statement the policy writes a program for (ends in ``Program:``)."""
+    from wmrl_env.envs.ml_tasks.pool_tasks import is_private_test_id
     from wmrl_env.envs.ml_tasks.registry import manifest_entry
 
-    entry = manifest_entry(task_id)
-    return (
-        f"Task {task_id}: {entry['kind']}, metric {entry['metric']}, {entry['rows']} rows, "
-        f"{entry['encoded_features']} features.\nProgram:\n"
-    )
+    if is_private_test_id(task_id):
+        from wmrl_env.envs.ml_tasks.env import resolve_task
+
+        task = resolve_task(task_id)
+        kind, metric = task.kind, task.metric
+        rows, features = len(task.dataset.y), task.dataset.X.shape[1]
+    else:
+        entry = manifest_entry(task_id)
+        kind, metric = entry["kind"], entry["metric"]
+        rows, features = entry["rows"], entry["encoded_features"]
+    return f"Task {task_id}: {kind}, metric {metric}, {rows} rows, {features} features.\nProgram:\n"
 
 
 def bc_pairs(
