@@ -110,6 +110,7 @@ def pool_replay_executor(
         paths = [data / name for name in
                  ("pool_v2.jsonl", "pool_real_v1.jsonl", "pool_pretrain_v1.jsonl")]  # fmt: skip
     keep = None if tasks is None else set(tasks)
+    built: dict[str, PrivateTestTask] = {}  # each task built once, not once per row
     records = []
     for path in paths:
         for row in read_pool(path):
@@ -117,7 +118,9 @@ def pool_replay_executor(
                 continue
             if keep is not None and row["task_id"] not in keep:
                 continue
-            task = private_test_task(row["task_id"])
+            if row["task_id"] not in built:
+                built[row["task_id"]] = private_test_task(row["task_id"])
+            task = built[row["task_id"]]
             ok = row["status"] == "ok" and row["valid_raw"] is not None
             valid = normalised_score(float(row["valid_raw"]), baseline=task.baseline,
                                      reference=task.reference) if ok else math.nan  # fmt: skip
