@@ -217,12 +217,13 @@ def turn_fidelity(
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Spearman's rho, ``None`` below three pairs or where either side is constant."""
-    from scipy.stats import spearmanr
+    """Spearman's rho (:func:`~wmrl_env.fusion.calibration.spearman`), ``None`` below three
+    pairs or where either side is constant."""
+    from wmrl_env.fusion.calibration import spearman
 
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
-    return float(spearmanr(x, y)[0])
+    return spearman(x, y)
 
 
 def fidelity_markdown(fidelity: Mapping[str, Mapping[str, Any]]) -> str:
