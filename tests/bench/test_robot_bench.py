@@ -25,7 +25,7 @@ def bench(tmp_path_factory):
     folder = tmp_path_factory.mktemp("robot-bench")
     config = RobotBenchConfig(
         arms=ROBOT_ARMS, seeds=1, iterations=ITERATIONS, num_groups=GROUPS, group_size=SIZE,
-        anchor_fraction=0.5,
+        anchor_fraction=0.5, branch_groups=1,
         eval_every=1, eval_starts=2, ensemble_size=2, hidden=16, recipe=RECIPE,
         cache_dir=str(folder / "cache"), out=str(folder / "out"),
     )  # fmt: skip
@@ -59,11 +59,14 @@ def test_accounting_is_consistent(bench):
     chunk = 8  # the Lift recipe's chunk size
     per_round = {arm: [s.n_anchor_groups for s in run.steps[1:]] for arm, run in runs.items()}
     assert per_round["real"] == [GROUPS] * ITERATIONS  # the real arm executes every group
-    assert per_round["anchors"] == per_round["wmrl"] == per_round["ppi"] == [1] * ITERATIONS
+    fused = ("wmrl", "ppi", "wmrl-branch")
+    assert per_round["anchors"] == [1] * ITERATIONS
+    assert all(per_round[arm] == [1] * ITERATIONS for arm in fused)
     assert per_round["wm"] == [0] * ITERATIONS
     episodes = {arm: run.totals.real_executions for arm, run in runs.items()}
     assert episodes == {
-        "real": 8, "anchors": 4, "wmrl": 4, "ppi": 4, "wm": 0, "dense": 8, "wmrl-dense": 8
+        "real": 8, "anchors": 4, "wmrl": 4, "ppi": 4, "wm": 0, "dense": 8, "wmrl-dense": 8,
+        "wmrl-branch": 4,
     }  # fmt: skip
     assert per_round["dense"] == per_round["wmrl-dense"] == [GROUPS] * ITERATIONS
     wm = runs["wm"].totals
@@ -105,7 +108,8 @@ def test_the_predictor_is_checked_on_every_round_of_real_episodes(bench):
         return [json.loads(line) for line in (result.folder / name).read_text().splitlines()]
 
     checks = rows("predictor.jsonl")
-    real_episodes = {"real": GROUPS * SIZE, "anchors": SIZE, "wmrl": SIZE, "ppi": SIZE}
+    real_episodes = {"real": GROUPS * SIZE, "anchors": SIZE, "wmrl": SIZE, "ppi": SIZE,
+                     "wmrl-branch": SIZE}  # fmt: skip
     dense = {"dense", "wmrl-dense"}  # every episode real, scored on its real states
     assert {(r["arm"], r["step"]) for r in checks} == {
         (arm, step) for arm in (*real_episodes, *dense) for step in range(1, ITERATIONS + 1)
@@ -134,6 +138,14 @@ def test_the_predictor_is_checked_on_every_round_of_real_episodes(bench):
         )
         assert again.to_dict() == pytest.approx(row["round"], nan_ok=True)
         assert set(episodes["group"]) <= set(range(GROUPS))
+        # branched starts: the round's second group starts where a real episode went
+        ages = episodes.get("start_age")
+        if row["arm"] != "wmrl-branch" or row["step"] == 1:
+            assert ages is None and "pooled_branched" not in row
+        elif ages is not None:
+            pairs = zip(ages, episodes["group"], strict=True)
+            assert all((age >= 1) == (group == 1) for age, group in pairs)
+            assert ("pooled_branched" in row) and ("pooled_fresh" in row)
     scores = {(r.arm, s.step): s.true_score for r in result.runs for s in r.steps}
     for row in rows("evaluations.jsonl"):  # per-start outcomes agree with the success rate
         assert len(row["outcomes"]) == 2

@@ -50,6 +50,16 @@ ROBOT_OVERRIDES: dict[str, tuple[type, str]] = {
         "(cheaper; noisier learning curves; the start and final success keep all)",
     ),
     "ensemble_size": (int, "robosuite: members of the dynamics ensemble"),
+    "branch_groups": (int, "robosuite, wmrl-branch: groups per round started from real states"),
+    "branch_horizon": (
+        int,
+        "robosuite, wmrl-branch: most chunks a branched group plays (default: to the episode's "
+        "end)",
+    ),
+    "branch_rounds": (
+        int,
+        "robosuite, wmrl-branch: rounds of real states the branched starts are drawn from",
+    ),
     "cache_dir": (str, "robosuite: where base policies and demonstrations are cached"),
 }
 # flags of --regime pertask only (the ML domain's default regime)
@@ -201,8 +211,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--arms",
         nargs="+",
         choices=sorted(set(ARMS) | set(ROBOT_ARMS)),
-        help="arms to run (default: all of the domain's, except the robot bench's dense and "
-        "wmrl-dense, run only when named)",
+        help="arms to run (default: all of the domain's, except the robot bench's dense, "
+        "wmrl-dense and wmrl-branch, run only when named)",
     )
     for name, (kind, text) in {**OVERRIDES, **ROBOT_OVERRIDES, **PERTASK_OVERRIDES}.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)

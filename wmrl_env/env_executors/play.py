@@ -81,6 +81,9 @@ class EnvJob:
         reset: ``False`` continues the episode in progress in ``slot`` instead of starting one.
         capture_snapshot: after the reset, return ``env.get_snapshot()`` (when the env has it)
             in ``metadata["snapshot"]``.
+        snapshot_after: after the actions, while the episode goes on, return
+            ``env.get_snapshot()`` (when the env has it) in ``metadata["end_snapshot"]``:
+            the exact state the job left the episode in.
         timeout_s: wall-clock limit; enforced only by the process backend.
         job_id, tags: as for :class:`~wmrl_env.sandboxes.job.Job`.
 
@@ -100,6 +103,7 @@ class EnvJob:
     slot: int | None = None
     reset: bool = True
     capture_snapshot: bool = False
+    snapshot_after: bool = False
     timeout_s: float | None = None
     job_id: str = field(default_factory=new_job_id)
     tags: Mapping[str, Any] = field(default_factory=dict)
@@ -215,6 +219,10 @@ def play(env: gym.Env, job: EnvJob, in_episode: bool) -> tuple[ExecResult, bool]
             rewards.append(reward)
             if terminated or truncated:
                 break
+        if job.snapshot_after and not (terminated or truncated):
+            where = "get_snapshot"
+            get_snapshot = env_attribute(env, "get_snapshot")
+            metadata["end_snapshot"] = get_snapshot() if callable(get_snapshot) else None
     except _NonFinite as error:
         return _failed(job, ExecStatus.INVALID_OUTPUT, str(error), start, metadata, rewards), False
     except _Misuse as error:

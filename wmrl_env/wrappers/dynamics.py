@@ -30,6 +30,7 @@ episode the group would have imagined undrawn, so it would have run for real eit
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ import numpy as np
 from wmrl_env.env_executors.gym_env import EnvJob
 from wmrl_env.executors.base import ExecResult
 from wmrl_env.world_models.base import Prediction
+from wmrl_env.wrappers.branches import BranchPlan, RealState
 from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.rounds import Round, RoundSetup, StepOutput
 from wmrl_env.wrappers.shadows import AnchorShadow, step_variance
@@ -50,6 +52,9 @@ class DynamicsRound(Round):
     """A multi-step round; see the module docstring for what each step returns.
 
     ``shadow``: how anchors get their world-model score, ``None`` for the open shadow.
+    ``branch``: groups started from recorded real states
+    (:class:`~wmrl_env.wrappers.branches.BranchPlan`: each group's start age and horizon);
+    with it, the real states the anchors reach are kept in :attr:`visited` for later rounds.
     """
 
     def __init__(
@@ -58,12 +63,19 @@ class DynamicsRound(Round):
         max_episode_steps: int,
         observation_dtype: Any,
         shadow: AnchorShadow | None = None,
+        branch: BranchPlan | None = None,
     ) -> None:
         super().__init__(setup)
         self.shadow = shadow
         n = setup.layout.num_envs
         start = _stack(setup.layout.expand(setup.starts.observations), observation_dtype)
         self.max_episode_steps = max_episode_steps
+        horizons = np.full(setup.layout.num_groups, max_episode_steps)
+        self.branch = branch
+        if branch is not None:
+            horizons = branch.horizons
+        self.horizon = np.asarray(setup.layout.expand(list(horizons)), dtype=np.int64)
+        self.visited: list[RealState] = []  # with a branch plan: real states anchors reached
         self.observations = start.astype(observation_dtype, copy=True)
         self.model_observations = start.astype(observation_dtype, copy=True)
         self.model_active = np.ones(n, dtype=bool)  # the model still moves this member
@@ -110,7 +122,8 @@ class DynamicsRound(Round):
         self._real_step(real, results, step_reward)
 
         self.steps[active] += 1
-        self.truncated |= active & ~self.terminated & (self.steps >= self.max_episode_steps)
+        self.truncated |= active & ~self.terminated & (self.steps >= self.horizon)
+        self._keep_visited(real, results)
         info: dict[str, Any] = {}
         add_per_env(
             info,
@@ -144,10 +157,26 @@ class DynamicsRound(Round):
 
     def _real_job(self, index: int, action: Any) -> EnvJob:
         slot = self.slot_of[int(index)]
+        record = self.branch is not None
         if self.steps[index] == 0:
             group = int(self.setup.layout.group_ids[index])
-            return self.setup.starts.job(group, actions=(action,), slot=slot, env=int(index))
-        return EnvJob(actions=(action,), slot=slot, reset=False, tags={"env": int(index)})
+            job = self.setup.starts.job(group, actions=(action,), slot=slot, env=int(index))
+            return replace(job, snapshot_after=record)
+        return EnvJob(
+            actions=(action,), slot=slot, reset=False, snapshot_after=record,
+            tags={"env": int(index)},
+        )  # fmt: skip
+
+    def _keep_visited(self, indices: np.ndarray, results: list[ExecResult]) -> None:
+        """With a branch plan, keep the real states the anchors' episodes go on from."""
+        if self.branch is None:
+            return
+        ages = self.branch.ages[self.setup.layout.group_ids]
+        for i, result in zip(indices, results, strict=True):
+            snapshot = result.metadata.get("end_snapshot") if result.ok else None
+            if snapshot is not None:  # taken only while the env's own episode goes on
+                age = int(ages[i] + self.steps[i])
+                self.visited.append(RealState(self.observations[i].copy(), snapshot, age))
 
     def _model_step(
         self, active: np.ndarray, actions: np.ndarray, step_reward: np.ndarray
@@ -209,7 +238,7 @@ class DynamicsRound(Round):
             self.setup.world_model,
             states,
             actions,
-            self.max_episode_steps,
+            self.horizon[played],
             spare=[self._spare([i]) for i in played],
             pool=pool,
             rng=self.setup.selection.rng,

@@ -118,7 +118,7 @@ class AnchorShadow:
         world_model: DynamicsWorldModel,
         real_states: Sequence[np.ndarray],
         real_actions: Sequence[np.ndarray],
-        max_steps: int,
+        max_steps: int | np.ndarray,
         spare: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
         pool: tuple[np.ndarray, np.ndarray] | None = None,
         rng: np.random.Generator | None = None,
@@ -126,7 +126,7 @@ class AnchorShadow:
         """World-model scores, validity and std of the anchors whose real episodes are given:
         per anchor, the ``L`` states its actions were chosen on (``[0]`` the group start) and
         the ``L`` actions (``L >= 1``). The imagined part lasts until a predicted termination,
-        an invalid prediction or ``max_steps`` steps in all.
+        an invalid prediction or ``max_steps`` steps in all (one limit, or one per anchor).
 
         With ``keep_noise``, the imagined steps past the real episode take their noise from
         ``spare`` (per anchor, ``(observations, actions)``: the frozen observations its ended
@@ -148,8 +148,9 @@ class AnchorShadow:
         forced = lengths // 2 if self.mode == "continued" else np.zeros_like(lengths)
         score, valid, alive, variance = self._forced(world_model, real_states, real_actions, forced)
         states = np.stack([s[k] for s, k in zip(real_states, forced, strict=True)]).copy()
-        for t in range(int(forced.min()), max_steps):
-            rows = np.flatnonzero(alive & (forced <= t))
+        limits = np.broadcast_to(np.asarray(max_steps, dtype=np.int64), lengths.shape)
+        for t in range(int(forced.min()), int(limits.max(initial=0))):
+            rows = np.flatnonzero(alive & (forced <= t) & (t < limits))
             if rows.size == 0:
                 break
             actions = np.array(self.policy(states[rows]), copy=True)

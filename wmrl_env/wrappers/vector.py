@@ -25,6 +25,7 @@ from wmrl_env.fusion import SCREENINGS, RewardFusion
 from wmrl_env.rounds.engine import AnchoredRound
 from wmrl_env.rounds.plan import ANCHOR_PRIORITIES, AnchorSelection, check_known_failure
 from wmrl_env.world_models.base import AnyWorldModel
+from wmrl_env.wrappers.branches import BranchStarts
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.imagined_priorities import imagined_priorities
@@ -121,6 +122,11 @@ class WorldModelVectorEnv(VectorEnv):
             would bias PPI's correction). ``"continued"``: the
             real episode's first half, then imagined from the real state there (a
             diagnostic).
+        branch_starts: multi-step tasks on an env with snapshots: a
+            :class:`~wmrl_env.wrappers.branches.BranchStarts` that starts some groups of
+            every round from real states the earlier rounds' real episodes reached, for a
+            short horizon (imagination that stays near real data); ``info["start_age"]``
+            says, per env, how many steps into its episode the group started.
 
     Example:
         >>> import gymnasium as gym
@@ -171,6 +177,7 @@ class WorldModelVectorEnv(VectorEnv):
         known_failure: Callable[[Any], bool] | None = None,
         imagination_policy: Callable[[np.ndarray], Any] | None = None,
         shadow: str = "open",
+        branch_starts: BranchStarts | None = None,
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
@@ -209,6 +216,8 @@ class WorldModelVectorEnv(VectorEnv):
             )
         self.imagination_policy = imagination_policy
         self.shadow = shadow
+        _check_branch_starts(branch_starts, self.kind, anchor_priority, num_groups)
+        self.branch_starts = branch_starts
         if anchor_priority == "ucb" and self.kind != "outcome":
             raise ValueError(
                 "anchor_priority='ucb' needs an outcome task: multi-step tasks run their "
@@ -290,6 +299,11 @@ class WorldModelVectorEnv(VectorEnv):
                     "multi-step tasks need max_episode_steps (or an env spec that has it): a "
                     "world model may never predict the end of an episode"
                 )
+            if self.branch_starts is not None and not description.has_snapshots:
+                raise ValueError(
+                    "branch_starts needs an env with get_snapshot / restore_snapshot: a "
+                    "branched group starts from the exact state a real episode reached"
+                )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -316,6 +330,10 @@ class WorldModelVectorEnv(VectorEnv):
                 self._screen_rng = np.random.default_rng([seed, SCREEN_STREAM])
         seeds = self._np_random.integers(2**31 - 1, size=self.num_groups)
         starts = reset_groups(self.executor, seeds, options, self.env_description.has_snapshots)
+        branch = None
+        if self.branch_starts is not None:
+            branch = self.branch_starts.plan(starts, self.max_episode_steps)
+            starts = branch.starts
         engine = AnchoredRound(
             self.fusion,
             failure_score=self.failure_score,
@@ -346,10 +364,14 @@ class WorldModelVectorEnv(VectorEnv):
         else:
             text = isinstance(self.single_observation_space, gym.spaces.Text)
             dtype = object if text else self.single_observation_space.dtype
-            self._round = DynamicsRound(setup, self.max_episode_steps, dtype, self._shadow())
+            self._round = DynamicsRound(
+                setup, self.max_episode_steps, dtype, self._shadow(), branch
+            )
         info: dict[str, Any] = {}
         is_anchor = np.zeros(self.num_envs, dtype=bool) if anchors is None else anchors.copy()
         add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=is_anchor)
+        if branch is not None:
+            add_per_env(info, start_age=np.repeat(branch.ages, self.group_size))
         for group, group_info in enumerate(starts.infos):
             if not group_info:
                 continue
@@ -398,6 +420,8 @@ class WorldModelVectorEnv(VectorEnv):
         out = self._round.step(per_env)
         if self.kind == "outcome":
             self._track_best_executed(per_env, out.info)
+        elif self.branch_starts is not None:
+            self._keep_branch_states(out.info)
         return (
             self._batch(out.observations),
             out.rewards,
@@ -405,6 +429,15 @@ class WorldModelVectorEnv(VectorEnv):
             out.truncated,
             out.info,
         )
+
+    def _keep_branch_states(self, info: dict[str, Any]) -> None:
+        """Give the real states of a round that ended to the branch starts; per env, the
+        group start's age goes in ``info["start_age"]``."""
+        round_ = self._round
+        add_per_env(info, start_age=np.repeat(round_.branch.ages, self.group_size))
+        if round_.done:
+            self.branch_starts.record(round_.visited)
+            self.branch_starts.end_round()
 
     def _track_best_executed(self, actions: list[Any], info: dict[str, Any]) -> None:
         """Remember, per group context (the start observation), the best artifact executed
@@ -447,6 +480,25 @@ class WorldModelVectorEnv(VectorEnv):
             f"WorldModelVectorEnv({self.kind}, num_groups={self.num_groups}, "
             f"group_size={self.group_size}, fusion={getattr(self.fusion, 'method', '?')})"
         )
+
+
+def _check_branch_starts(
+    branch: BranchStarts | None, kind: str, anchor_priority: str, num_groups: int
+) -> None:
+    """Refuse branch starts where they cannot work, before anything starts."""
+    if branch is None:
+        return
+    if not isinstance(branch, BranchStarts):
+        raise TypeError(f"branch_starts must be a BranchStarts, got {branch!r}")
+    if kind != "dynamics":
+        raise ValueError("branch_starts needs a multi-step task: it starts episodes mid-way")
+    if anchor_priority != "uniform":
+        raise ValueError(
+            "branch_starts draws anchors uniformly: anchor_priority='uncertainty' imagines "
+            "whole episodes from each group's start"
+        )
+    if branch.groups > num_groups:
+        raise ValueError(f"BranchStarts(groups={branch.groups}) but num_groups={num_groups}")
 
 
 def _check_screening(

@@ -24,7 +24,11 @@ DENSE_ARMS: tuple[str, ...] = ("dense", "wmrl-dense")
 """every episode real, rewarded by the progress model (:mod:`wmrl_env.robotics.dense_reward`):
 ``dense`` the raw progress return alone, ``wmrl-dense`` the sparse success fused with the
 calibrated progress return (half each)"""
-ROBOT_ARMS: tuple[str, ...] = DEFAULT_ROBOT_ARMS + DENSE_ARMS
+BRANCH_ARMS: tuple[str, ...] = ("wmrl-branch",)
+"""fused like ``wmrl``, but from the second round on ``branch_groups`` of its groups start from
+real states its real episodes of the last ``branch_rounds`` rounds reached and play on to the
+episode's end (or ``branch_horizon`` chunks) (:class:`~wmrl_env.wrappers.branches.BranchStarts`)"""
+ROBOT_ARMS: tuple[str, ...] = DEFAULT_ROBOT_ARMS + DENSE_ARMS + BRANCH_ARMS
 BENCH_FUSION_ARGUMENTS = frozenset({"method", "anchor_fraction", "seed"})
 WORLD_MODELS: tuple[str, ...] = ("dynamics", "random")
 SUCCESS_PREDICTORS: tuple[str, ...] = ("classifier", "termination")
@@ -45,7 +49,8 @@ class RobotBenchConfig:
     """"real" (every group in the simulator), "anchors" (only the fused arms' share of
     groups, all real, no world model), "wm" (world model only), "wmrl", "ppi" (fused);
     on request "dense" and "wmrl-dense" (every group real, a progress model's dense reward,
-    :data:`DENSE_ARMS`)"""
+    :data:`DENSE_ARMS`) and "wmrl-branch" (short imagined pieces from real states,
+    :data:`BRANCH_ARMS`)"""
     seeds: int = 4
     """independent runs per arm (each seed its own base policy, starts and noise)"""
     first_seed: int = 0
@@ -110,6 +115,14 @@ class RobotBenchConfig:
     model replays the episode's real chunks (the bench before this option: optimistic, the
     chunks were chosen on the real states); ``"continued"`` the episode's first half from the
     real states, then imagined (a diagnostic)"""
+    branch_groups: int = 3
+    """``wmrl-branch``: groups per round started from recorded real states (at most
+    ``num_groups``)"""
+    branch_horizon: int | None = None
+    """``wmrl-branch``: most chunks a branched group plays (``None``: on to the episode's end,
+    so its success is the task's)"""
+    branch_rounds: int = 2
+    """``wmrl-branch``: rounds of real states the branched starts are drawn from"""
     bounded_envs: bool = True
     """keep at most ``workers`` real envs alive per arm (a slot's episode is parked in a
     snapshot while another plays: bit-identical results); ``False``: one env per real member
@@ -150,10 +163,25 @@ class RobotBenchConfig:
             "ensemble_size",
             "hidden",
             "workers",
+            "branch_groups",
+            "branch_rounds",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         check_fusion_options(self.fusion_options)
+        if self.branch_horizon is not None and self.branch_horizon < 1:
+            raise ValueError("branch_horizon must be >= 1 (or None: to the episode's end)")
+        if set(BRANCH_ARMS) & set(self.arms):
+            if self.branch_groups > self.num_groups:
+                raise ValueError(
+                    f"branch_groups ({self.branch_groups}) must be <= num_groups "
+                    f"({self.num_groups})"
+                )
+            if self.uncertainty_anchors:
+                raise ValueError(
+                    "wmrl-branch draws its anchors uniformly: uncertainty_anchors imagines "
+                    "whole episodes from each group's start"
+                )
         interim = self.interim_eval_starts
         if interim is not None and not 1 <= interim <= self.eval_starts:
             raise ValueError(f"interim_eval_starts must be in [1, eval_starts], got {interim}")

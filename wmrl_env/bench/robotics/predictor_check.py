@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PredictorCheck", "predictor_check", "round_pairs", "within_group_auc"]
+__all__ = [
+    "PredictorCheck",
+    "paired_episodes",
+    "predictor_check",
+    "round_pairs",
+    "within_group_auc",
+]
 
 
 @dataclass(frozen=True)
@@ -53,12 +59,20 @@ def round_pairs(info: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     """``(world-model scores, real successes, group ids)`` of the round's real episodes that
     have both scores (a real episode succeeded when its real score, the sum of its sparse
     rewards, is > 0)."""
+    usable = paired_episodes(info)
+    real = np.asarray(info["real_score"], np.float64)
+    wm = np.asarray(info["wm_score"], np.float64)
+    groups = np.asarray(info["group_id"], np.int64)
+    return wm[usable], real[usable] > 0, groups[usable]
+
+
+def paired_episodes(info: dict[str, Any]) -> np.ndarray:
+    """Per env of a round's last ``info``: a real episode with both scores (what
+    :func:`round_pairs` keeps)."""
     real = np.asarray(info["real_score"], np.float64)
     wm = np.asarray(info["wm_score"], np.float64)
     valid = np.asarray(info.get("wm_valid", np.ones(len(wm), bool)), bool)
-    groups = np.asarray(info["group_id"], np.int64)
-    usable = np.isfinite(real) & np.isfinite(wm) & valid
-    return wm[usable], real[usable] > 0, groups[usable]
+    return np.isfinite(real) & np.isfinite(wm) & valid
 
 
 def predictor_check(

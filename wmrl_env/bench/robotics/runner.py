@@ -11,7 +11,8 @@ policy's mean chunks are scored on the fixed held-out starts (not charged).
 Every arm's world model (the seed's pretrained one, copied) shadows the arm's real episodes
 (``config.shadow``: by default closed, the mean-chunk policy playing the model from the start
 with each episode's own sampling noise), so each round also checks the success predictor on
-the current policy's own episodes (:mod:`.predictor_check`). The real envs live in a pool of
+the current policy's own episodes (:mod:`.predictor_check`; for ``wmrl-branch`` also apart on
+the episodes of branched groups and of fresh ones). The real envs live in a pool of
 ``workers`` envs (a group start or a parked episode is restored bit for bit from its snapshot),
 borrowed from the seed's :class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite
 envs for all its arms, not one per real member or per arm.
@@ -38,9 +39,13 @@ import numpy as np
 
 from wmrl_env.bench.config import ANCHORS_ARM
 from wmrl_env.bench.records import RunRecord, StepRecord
-from wmrl_env.bench.robotics.config import DENSE_ARMS, RobotBenchConfig
+from wmrl_env.bench.robotics.config import BRANCH_ARMS, DENSE_ARMS, RobotBenchConfig
 from wmrl_env.bench.robotics.evaluation import Evaluator
-from wmrl_env.bench.robotics.predictor_check import predictor_check, round_pairs
+from wmrl_env.bench.robotics.predictor_check import (
+    paired_episodes,
+    predictor_check,
+    round_pairs,
+)
 from wmrl_env.bench.robotics.start import SeedStart, base_policy
 from wmrl_env.bench.robotics.world_model import RandomWorldModel
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
@@ -84,6 +89,7 @@ def run_one(
     policy, _ = base_policy(config, seed)
     dense = _dense_reward(arm, start)
     method = "real" if arm == ANCHORS_ARM or dense is not None else arm
+    method = "wmrl" if arm in BRANCH_ARMS else method
     # every arm's model shadows its real episodes (the on-policy predictor check); only the
     # fused arms' rewards read it, and only they refit it. The dense arms' episodes are all
     # real, scored by their progress model on the real states (checked every round)
@@ -101,13 +107,13 @@ def run_one(
 
     envs = arm_envs(
         config, arm, env_fn, world_model, fusion, policy, start.episode_chunks,
-        imagine=dense is None,
+        imagine=dense is None, **_branch_starts(config, arm, seed),
     )  # fmt: skip
     record = RunRecord(arm=arm, seed=seed)
     record.steps.append(StepRecord(step=0, true_score=start_success))
     totals = {"seconds": 0.0, "wm": 0.0, "episodes": 0, "steps": 0}
     round_real = {"chunks": 0}
-    pairs: dict[str, list[np.ndarray]] = {"scores": [], "successes": [], "groups": []}
+    pairs: dict[str, list[np.ndarray]] = {"scores": [], "successes": [], "groups": [], "ages": []}
     eval_steps_before = evaluator.steps
     began = time.perf_counter()
 
@@ -120,6 +126,7 @@ def run_one(
         pairs["scores"].append(scores)
         pairs["successes"].append(successes)
         pairs["groups"].append(groups)
+        pairs["ages"].append(start_ages(rollout.final_info))
         if method in FUSED:
             world_model.refit(anchor_transitions(rollout))
 
@@ -206,6 +213,18 @@ def arm_envs(
     )
 
 
+def _branch_starts(config: RobotBenchConfig, arm: str, seed: int) -> dict[str, Any]:
+    """The branch arms' ``branch_starts`` argument of the vector env (none for the others)."""
+    if arm not in BRANCH_ARMS:
+        return {}
+    from wmrl_env.wrappers import BranchStarts
+
+    branch = BranchStarts(
+        config.branch_groups, config.branch_horizon, keep_rounds=config.branch_rounds, seed=seed
+    )
+    return {"branch_starts": branch}
+
+
 def _dense_reward(arm: str, start: SeedStart) -> Any:
     """The dense arms' shared progress reward (``None`` for the other arms): ``dense`` the raw
     progress return, ``wmrl-dense`` half sparse success, half calibrated progress."""
@@ -258,4 +277,17 @@ def _predictor_row(
         "wm_score": latest[0].tolist(),
         "success": latest[1].tolist(),
     }
+    ages = np.concatenate(pairs["ages"])
+    if ages.any():  # branched starts: the check apart on them and on the fresh ones
+        row["round_episodes"]["start_age"] = pairs["ages"][-1].tolist()
+        for name, chosen in (("pooled_branched", ages > 0), ("pooled_fresh", ages == 0)):
+            scores, successes, ids = (part[chosen] for part in pooled)
+            row[name] = predictor_check(scores, successes, ids).to_dict() if scores.size else None
     return row
+
+
+def start_ages(info: dict[str, Any]) -> np.ndarray:
+    """Per real episode of :func:`~.predictor_check.round_pairs`, how many chunks into its
+    episode its group started (0: a fresh start; all 0 without branched starts)."""
+    usable = paired_episodes(info)
+    return np.asarray(info.get("start_age", np.zeros(len(usable), np.int64)), np.int64)[usable]
