@@ -168,7 +168,7 @@ class DynamicsRound(Round):
         )  # fmt: skip
 
     def _keep_visited(self, indices: np.ndarray, results: list[ExecResult]) -> None:
-        """With a branch plan, keep the real states the anchors' episodes go on from."""
+        """With branched starts planned, keep the real states the anchors' episodes go on from."""
         if self.branch is None:
             return
         ages = self.branch.ages[self.setup.layout.group_ids]

@@ -431,7 +431,7 @@ class WorldModelVectorEnv(VectorEnv):
         )
 
     def _keep_branch_states(self, info: dict[str, Any]) -> None:
-        """Give the real states of a round that ended to the branch starts; per env, the
+        """Give the real states of a round that ended to the branched starts; per env, the
         group start's age goes in ``info["start_age"]``."""
         round_ = self._round
         add_per_env(info, start_age=np.repeat(round_.branch.ages, self.group_size))

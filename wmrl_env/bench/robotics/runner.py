@@ -214,7 +214,7 @@ def arm_envs(
 
 
 def _branch_starts(config: RobotBenchConfig, arm: str, seed: int) -> dict[str, Any]:
-    """The branch arms' ``branch_starts`` argument of the vector env (none for the others)."""
+    """The branched arms' ``branch_starts`` argument of the vector env (none for the others)."""
     if arm not in BRANCH_ARMS:
         return {}
     from wmrl_env.wrappers import BranchStarts
