@@ -1,6 +1,7 @@
-"""The dense progress reward as an option of the vector env (``progress_reward=``): real
-members pay what the hand-wrapped env pays, the co-evolution runs once per round without user
-code, and configurations that cannot share the reward are refused."""
+"""The dense progress reward as an option of the vector env (``progress_reward=``) and the
+one-call set-up of the VLA integration: real members pay what the hand-wrapped env pays, the
+co-evolution runs once per round without user code, and configurations that cannot share the
+reward are refused."""
 
 from __future__ import annotations
 
@@ -204,3 +205,36 @@ def test_on_real_lift_the_vector_env_pays_the_hand_wrapped_dense_reward() -> Non
     finally:
         envs.close()
         hand.close()
+
+
+@pytest.mark.robosuite
+def test_the_vla_helper_builds_a_dense_progress_set_up_on_lift() -> None:
+    pytest.importorskip("robosuite", reason="needs robosuite (pip install 'wmrl-env[robosuite]')")
+    from wmrl_env.envs.robosuite import RobosuiteEnv
+    from wmrl_env.integrations.vla import dense_progress_envs
+
+    episodes = _lift_episodes()
+    envs = dense_progress_envs(
+        lambda: RobosuiteEnv("Lift", horizon=CHUNK * CHUNKS, reward_shaping=False,
+                             terminate_on_success=True),
+        episodes, num_groups=1, group_size=2, chunk_size=CHUNK, dense_weight=1.0,
+        calibration=None, max_episode_steps=CHUNKS, executor="inline",
+    )  # fmt: skip
+    try:
+        assert envs.fusion.method == "real" and envs.single_action_space.shape == (CHUNK, 7)
+        scorer = envs.progress_reward
+        assert scorer.dense_weight == 1.0 and scorer.calibrator is None
+        learnt = len(scorer.model.states)
+        assert learnt == len(episodes)  # pretrained on the episodes given
+        model = copy.deepcopy(scorer.model)  # as it stands during the round
+        first, _, last, info = _play_round(envs, _chunks(envs.single_action_space, 2), seed=0)
+        # weight 1, no calibration: each return is the progress made, p(last) - p(start)
+        made = model.predict(last)[0] - model.predict(first)[0]
+        assert np.asarray(info["real_score"]) == pytest.approx(made, abs=1e-9)
+        assert np.abs(made).max() > 1e-6
+        check = batch_diagnostics(info)["progress_check"]
+        assert check["episodes"] == 2 and check["progress_episodes"] == learnt + 2
+    finally:
+        envs.close()
+    with pytest.raises(TypeError, match="predict_step"):  # an outcome world model
+        dense_progress_envs(Line, _model(), world_model=Guess(), max_episode_steps=10)
