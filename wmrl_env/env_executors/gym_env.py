@@ -84,6 +84,7 @@ class GymEnvExecutor(BaseExecutor[EnvJob]):
                 "timeout_s can only be enforced with backend='process' (a thread cannot be "
                 "stopped); give the env its own timeout instead"
             )
+        self.env_fn = env_fn
         self.backend = backend
         self.timeout_s = timeout_s
         cpus = os.cpu_count() or 1

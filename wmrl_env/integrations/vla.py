@@ -32,7 +32,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -46,6 +46,7 @@ __all__ = [
     "ChunkedGaussianPolicy",
     "StateMLPBackbone",
     "VLAPolicy",
+    "dense_progress_envs",
 ]
 
 
@@ -202,3 +203,114 @@ class ChunkedGaussianPolicy:
 
     def entropy(self, observations: Any) -> Any:
         return self._distribution(observations).entropy().sum(dim=(1, 2))
+
+
+def dense_progress_envs(
+    env_fn: Callable[[], gym.Env],
+    progress: Any,
+    num_groups: int = 4,
+    group_size: int = 4,
+    *,
+    chunk_size: int | None = None,
+    dense_weight: float = 0.5,
+    calibration: str | None = "affine",
+    update: bool = True,
+    world_model: Any = None,
+    fusion: Any = None,
+    seed: int = 0,
+    **options: Any,
+) -> Any:
+    """A :class:`~wmrl_env.WorldModelVectorEnv` of GRPO groups whose real episodes pay the
+    dense progress reward; the shared
+    :class:`~wmrl_env.robotics.dense_reward.ProgressReward` is its ``progress_reward``.
+
+    Each real env (``env_fn``'s, taking action chunks) pays the sparse success fused with the
+    progress model's per-step increments, and every round ends with the progress model's
+    on-policy check, its update on the round's real episodes and the recalibration
+    (``info["batch"]["progress_check"]``). Without a world model every group is played in
+    the simulator (``RewardFusion(method="real")``); with one (e.g. a dynamics ensemble) the
+    fusion's anchor groups are real and pay the dense reward, the others keep the world
+    model's.
+
+    Example (needs robosuite and torch)::
+
+        from wmrl_env.envs.robosuite import RobosuiteEnv
+        from wmrl_env.grpo import GRPOConfig, train
+        from wmrl_env.robotics import make_base_policy
+
+        policy, demos = make_base_policy("Lift", seed=0)  # chunks of 8 actions, 60 steps
+        envs = dense_progress_envs(
+            lambda: RobosuiteEnv("Lift", horizon=60, reward_shaping=False,
+                                 terminate_on_success=True),
+            demos,  # or a pretrained ProgressModel
+            num_groups=4, group_size=4, chunk_size=8, max_episode_steps=8,
+        )
+        history = train(envs, policy, GRPOConfig(iterations=6))
+        history[-1]["fusion"]["progress_check"]  # the last round's on-policy check
+        envs.close()
+
+    Args:
+        env_fn: builds one real env with a Box observation space (the state the progress
+            model reads) and ``info["success"]``.
+        progress: a pretrained :class:`~wmrl_env.robotics.progress.ProgressModel`, or
+            demonstrations to pretrain one on: a
+            :class:`~wmrl_env.robotics.demonstrations.Demonstrations` or a list of
+            ``(states, succeeded)`` episodes.
+        num_groups, group_size: the batch is ``num_groups * group_size`` episodes.
+        chunk_size: wrap each env in :class:`ActionChunking` (``None``: ``env_fn``'s
+            env already takes chunks, or the policy is not chunked).
+        dense_weight: weight of the dense part (1: progress only).
+        calibration: ``"affine"`` (default) or ``"isotonic"`` calibration of a progress return
+            to the success scale, refitted every round; ``None``: the raw progress return.
+        update: update the progress model on every round's real episodes.
+        world_model: a multi-step world model for imagined groups; default ``None``: every
+            group real (the vector env still steps a placeholder beside the real members, the
+            bench's :class:`~wmrl_env.bench.robotics.world_model.RandomWorldModel`, which no
+            reward reads).
+        fusion: the :class:`~wmrl_env.fusion.RewardFusion`; default ``method="real"`` without
+            a world model, ``"wmrl"`` with one.
+        seed: the progress model's seed (when pretrained here) and the default fusion's.
+        options: the vector env's other keywords (``max_episode_steps``, ``executor``: not
+            ``"process"``, ...).
+    """
+    from wmrl_env.bench.robotics.world_model import RandomWorldModel
+    from wmrl_env.fusion import RewardFusion
+    from wmrl_env.robotics.dense_reward import ProgressReward
+    from wmrl_env.robotics.progress import ProgressModel, demonstration_episodes
+    from wmrl_env.wrappers import WorldModelVectorEnv
+
+    if isinstance(progress, ProgressModel):
+        model = progress
+    else:
+        episodes = demonstration_episodes(progress) if hasattr(progress, "episode") else progress
+        model = ProgressModel(seed=seed).pretrain(episodes)
+    scorer = ProgressReward(
+        model,
+        dense_weight=dense_weight,
+        calibrate=calibration is not None,
+        update=update,
+        calibration=calibration or "affine",
+    )
+    if fusion is None:
+        fusion = RewardFusion("real" if world_model is None else "wmrl", seed=seed)
+    make = env_fn if chunk_size is None else _Chunked(env_fn, chunk_size)
+    return WorldModelVectorEnv(
+        make,
+        world_model if world_model is not None else RandomWorldModel(seed),
+        num_groups,
+        group_size,
+        fusion=fusion,
+        task="dynamics",
+        progress_reward=scorer,
+        **options,
+    )
+
+
+class _Chunked:
+    """``env_fn``'s env taking action chunks of ``chunk_size``."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], chunk_size: int) -> None:
+        self.env_fn, self.chunk_size = env_fn, chunk_size
+
+    def __call__(self) -> gym.Env:
+        return ActionChunking(self.env_fn(), self.chunk_size)

@@ -29,11 +29,16 @@ Example (needs robosuite)::
                               scorer)
     ...  # play a round of real episodes
     check = scorer.end_round()   # on-policy check, then update and recalibrate
+
+``WorldModelVectorEnv(..., progress_reward=scorer)`` does both for a GRPO run: it builds its
+real envs with :meth:`ProgressReward.wrap` and calls :meth:`ProgressReward.end_round` when a
+round ends (the check in ``info["batch"]["progress_check"]``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -41,7 +46,7 @@ import numpy as np
 
 from wmrl_env.robotics.progress import ProgressModel
 
-__all__ = ["DenseProgressReward", "ProgressReward"]
+__all__ = ["DenseEnvFn", "DenseProgressReward", "ProgressReward"]
 
 
 class ProgressReward:
@@ -90,6 +95,11 @@ class ProgressReward:
         if self.calibrator is None:
             return float(made)
         return float(self.calibrator.transform(np.array([made]))[0])
+
+    def wrap(self, env_fn: Callable[[], gym.Env]) -> DenseEnvFn:
+        """``env_fn`` whose every env is wrapped in :class:`DenseProgressReward` around this
+        reward (what ``WorldModelVectorEnv(progress_reward=...)`` builds its real envs with)."""
+        return DenseEnvFn(env_fn, self)
 
     def record(self, states: list[np.ndarray], succeeded: bool) -> None:
         with self._lock:
@@ -186,3 +196,16 @@ class DenseProgressReward(gym.Wrapper):
         self._start, self._paid = float(snapshot["start"]), float(snapshot["paid"])
         self._success = bool(snapshot["success"])
         return observation, info
+
+
+class DenseEnvFn:
+    """An env factory: ``env_fn``'s env wrapped in :class:`DenseProgressReward` around
+    ``scorer`` (:meth:`ProgressReward.wrap`)."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], scorer: ProgressReward) -> None:
+        if not callable(env_fn):
+            raise TypeError(f"env_fn must be a callable returning a gymnasium.Env, got {env_fn!r}")
+        self.env_fn, self.scorer = env_fn, scorer
+
+    def __call__(self) -> DenseProgressReward:
+        return DenseProgressReward(self.env_fn(), self.scorer)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -29,12 +29,15 @@ from wmrl_env.wrappers.branches import BranchStarts
 from wmrl_env.wrappers.dynamics import DynamicsRound
 from wmrl_env.wrappers.groups import GroupLayout
 from wmrl_env.wrappers.imagined_priorities import imagined_priorities
-from wmrl_env.wrappers.info import add_per_env
+from wmrl_env.wrappers.info import add_batch, add_per_env
 from wmrl_env.wrappers.outcome import OutcomeRound
 from wmrl_env.wrappers.rounds import InfrastructureHealth, Round, RoundSetup
 from wmrl_env.wrappers.shadows import SHADOWS, AnchorShadow
 from wmrl_env.wrappers.starts import GroupStarts, reset_groups
 from wmrl_env.wrappers.world_model_calls import task_kind
+
+if TYPE_CHECKING:
+    from wmrl_env.robotics.dense_reward import ProgressReward
 
 __all__ = ["WorldModelVectorEnv"]
 
@@ -127,6 +130,20 @@ class WorldModelVectorEnv(VectorEnv):
             every round from real states the earlier rounds' real episodes reached, for a
             short horizon (imagination that stays near real data); ``info["start_age"]``
             says, per env, how many steps into its episode the group started.
+        progress_reward: multi-step tasks with a Box observation space: a
+            :class:`~wmrl_env.robotics.dense_reward.ProgressReward` that every real env pays
+            through (:class:`~wmrl_env.robotics.dense_reward.DenseProgressReward`: the sparse
+            reward fused with the progress model's per-step increments). When a round ends,
+            the vector env calls its ``end_round()`` (the progress model's on-policy check,
+            its update on the round's real episodes, the recalibration) and puts the check in
+            ``info["batch"]["progress_check"]``. Real members' rewards, and so their real
+            scores, are the dense-fused ones, and the fusion calibrates the world model's
+            scores against them; world-model members keep the world model's reward. The
+            executor must share the reward in this process: ``"thread"`` or ``"inline"``
+            (refused with ``"process"``); a :class:`GymEnvExecutor` of your own is accepted
+            only when built on ``progress_reward.wrap(env_fn)`` (the vector env cannot wrap
+            the envs of an executor it did not build; the wrapped ``env_fn`` does not pickle,
+            so it cannot go to worker processes either).
 
     Example:
         >>> import gymnasium as gym
@@ -178,6 +195,7 @@ class WorldModelVectorEnv(VectorEnv):
         imagination_policy: Callable[[np.ndarray], Any] | None = None,
         shadow: str = "open",
         branch_starts: BranchStarts | None = None,
+        progress_reward: ProgressReward | None = None,
     ) -> None:
         super().__init__()
         if anchor_priority not in ANCHOR_PRIORITIES:
@@ -261,12 +279,22 @@ class WorldModelVectorEnv(VectorEnv):
         self.known_failure = known_failure
         self.health = InfrastructureHealth(max_infrastructure_failures)
         self.update_world_model = update_world_model
+        self.progress_reward = progress_reward
+        if progress_reward is not None:
+            env_fn = _dense_env_fn(progress_reward, env_fn, executor, self.kind)
         if isinstance(executor, GymEnvExecutor):
             self.executor = executor
         else:
             self.executor = GymEnvExecutor(env_fn, backend=executor, num_workers=num_workers)
         try:
             self._configure(self.executor.describe(), max_episode_steps)
+            if progress_reward is not None and not isinstance(
+                self.single_observation_space, gym.spaces.Box
+            ):
+                raise ValueError(
+                    "progress_reward needs a Box observation space (the progress model reads "
+                    f"array states), got {self.single_observation_space}"
+                )
         except BaseException:
             self.executor.close()
             raise
@@ -418,6 +446,9 @@ class WorldModelVectorEnv(VectorEnv):
         if len(per_env) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(per_env)}")
         out = self._round.step(per_env)
+        if self.progress_reward is not None and self._round.done:
+            check = self.progress_reward.end_round()  # check, update, recalibrate
+            add_batch(out.info, self.num_envs, progress_check=check)
         if self.kind == "outcome":
             self._track_best_executed(per_env, out.info)
         elif self.branch_starts is not None:
@@ -517,6 +548,38 @@ def _check_screening(
             f"execute_per_group must be in [1, group_size - 1 = {group_size - 1}] (screening "
             f"executes fewer members than a group holds), got {execute_per_group}"
         )
+
+
+def _dense_env_fn(
+    progress_reward: ProgressReward,
+    env_fn: Callable[[], gym.Env],
+    executor: Backend | GymEnvExecutor,
+    kind: str,
+) -> Callable[[], gym.Env]:
+    """The env factory of a vector env with ``progress_reward`` (its envs pay the dense
+    reward), after checking that the configuration can share the reward."""
+    if kind != "dynamics":
+        raise ValueError(
+            "progress_reward needs a multi-step task (a world model with predict_step): the "
+            "dense reward is paid per step of a real episode"
+        )
+    if not callable(getattr(progress_reward, "wrap", None)):
+        raise TypeError(f"progress_reward must be a ProgressReward, got {progress_reward!r}")
+    if not isinstance(executor, GymEnvExecutor):
+        if executor == "process":
+            raise ValueError(
+                "progress_reward needs executor='thread' or 'inline': its envs record their "
+                "episodes in the shared ProgressReward, of which worker processes would each "
+                "hold a copy"
+            )
+        return progress_reward.wrap(env_fn)
+    if getattr(executor.env_fn, "scorer", None) is not progress_reward:
+        raise ValueError(
+            "with progress_reward, an executor of your own must build its envs with "
+            "progress_reward.wrap(env_fn): the vector env cannot wrap the envs of an executor "
+            "it did not build"
+        )
+    return env_fn
 
 
 def _context_key(context: Any) -> Any:

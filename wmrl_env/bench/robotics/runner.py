@@ -17,10 +17,11 @@ the episodes of branched groups and of fresh ones). The real envs live in a pool
 borrowed from the seed's :class:`~.start.TaskEnvShelf`: a seed builds ``workers`` robosuite
 envs for all its arms, not one per real member or per arm.
 
-The dense arms (``dense``, ``wmrl-dense``) play every group in the simulator, each real env
-wrapped in :class:`~wmrl_env.robotics.dense_reward.DenseProgressReward` around the arm's own
-copy of the seed's pretrained progress model; after every round the model is checked on the
-round's episodes, then updated on them and recalibrated
+The dense arms (``dense``, ``wmrl-dense``) play every group in the simulator, on a vector env
+with ``progress_reward``: each real env pays through
+:class:`~wmrl_env.robotics.dense_reward.DenseProgressReward` around the arm's own copy of the
+seed's pretrained progress model, and after every round the vector env checks the model on
+the round's episodes, then updates it on them and recalibrates
 (:meth:`~wmrl_env.robotics.dense_reward.ProgressReward.end_round`).
 
 Accounting per round: ``real_steps`` = real chunks played x chunk size (a successful
@@ -50,6 +51,7 @@ from wmrl_env.bench.robotics.start import SeedStart, base_policy
 from wmrl_env.bench.robotics.world_model import RandomWorldModel
 from wmrl_env.bench.runner import fusion_fields, groups_per_round, grpo_config
 from wmrl_env.fusion import RewardFusion
+from wmrl_env.wrappers.info import batch_diagnostics
 
 __all__ = ["arm_envs", "imagination", "real_chunks", "run_one"]
 
@@ -98,16 +100,9 @@ def run_one(
         method=method, anchor_fraction=config.anchor_fraction, seed=seed, **config.fusion_options
     )
     chunk = start.chunk_size
-    env_fn = start.task_envs.lend
-    if dense is not None:
-        from wmrl_env.robotics.dense_reward import DenseProgressReward
-
-        def env_fn(scorer: Any = dense) -> Any:
-            return DenseProgressReward(start.task_envs.lend(), scorer)
-
     envs = arm_envs(
-        config, arm, env_fn, world_model, fusion, policy, start.episode_chunks,
-        imagine=dense is None, **_branch_starts(config, arm, seed),
+        config, arm, start.task_envs.lend, world_model, fusion, policy, start.episode_chunks,
+        imagine=dense is None, progress_reward=dense, **_branch_starts(config, arm, seed),
     )  # fmt: skip
     record = RunRecord(arm=arm, seed=seed)
     record.steps.append(StepRecord(step=0, true_score=start_success))
@@ -120,7 +115,7 @@ def run_one(
     def on_round(rollout: Any) -> None:
         round_real["chunks"] = real_chunks(rollout)
         if dense is not None:  # its real scores are dense rewards, not successes
-            round_real["progress"] = dense.end_round()
+            round_real["progress"] = batch_diagnostics(rollout.final_info)["progress_check"]
             return
         scores, successes, groups = round_pairs(rollout.final_info)
         pairs["scores"].append(scores)
@@ -181,18 +176,22 @@ def arm_envs(
     episode_chunks: int,
     *,
     imagine: bool = True,
+    progress_reward: Any = None,
     **options: Any,
 ) -> Any:
     """The arm's :class:`~wmrl_env.WorldModelVectorEnv`: ``groups_per_round`` groups of
     ``config.group_size`` multi-step episodes of ``env_fn``'s env, anchors played by a thread
     pool of at most ``config.workers`` envs, each round fused by ``fusion``; with ``imagine``
-    the anchors' shadow and the imagined draw read ``policy`` (:func:`imagination`).
+    the anchors' shadow and the imagined draw read ``policy`` (:func:`imagination`); with
+    ``progress_reward`` the envs pay the dense progress reward, co-evolved every round.
     ``options`` go to the vector env (the bench passes none)."""
     from wmrl_env.env_executors import GymEnvExecutor
     from wmrl_env.wrappers import WorldModelVectorEnv
 
     num_groups = groups_per_round(config, arm)
     workers = min(config.workers, num_groups * config.group_size)
+    if progress_reward is not None:
+        env_fn = progress_reward.wrap(env_fn)
     executor = GymEnvExecutor(
         env_fn,
         backend="thread",
@@ -208,6 +207,7 @@ def arm_envs(
         executor=executor,
         task="dynamics",
         max_episode_steps=episode_chunks,
+        progress_reward=progress_reward,
         **(imagination(config, arm, policy) if imagine else {}),
         **options,
     )
