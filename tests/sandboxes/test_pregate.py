@@ -125,3 +125,22 @@ def test_a_parse_the_caller_already_made_is_not_made_again(monkeypatch) -> None:
     assert answer.status.tolist() == ["does_not_parse", "invalid_output", ""]
     with pytest.raises(ValueError, match="parses has 1 entries"):
         gate.answer(["a", "b"], parses=[True])
+
+
+def test_the_key_is_skipped_only_where_it_changes_no_answer() -> None:
+    """With ``parses`` given, a gate keyed by code answers every program as a gate with no
+    key that compiles each itself, whether the key was computed or skipped (a judgement
+    that needs no parse skips it), in any order and repeated."""
+    from wmrl_env.world_models.programs.program_features import code_key
+
+    programs = [*ANSWERED, "print(1)\n", "import os\n", "import os\n# note\n", "x = (\n",
+                "# note\nx = 1\n", "x = 1\n\n", "return 1  # import\n", "pass\n"]  # fmt: skip
+    rng = np.random.default_rng(0)
+    order = [programs[i] for i in rng.integers(0, len(programs), size=200)]
+    for submission in (SUBMISSION, None):
+        keyed = PreGate(submission=submission, cache_key=code_key)
+        plain = PreGate(submission=submission)
+        a = keyed.answer(order, parses=[not does_not_parse(p) for p in order])
+        b = plain.answer(order)
+        assert a.known.tolist() == b.known.tolist() and a.reasons == b.reasons
+        assert a.status.tolist() == b.status.tolist()

@@ -125,7 +125,13 @@ class PreGate:
         if cached is not None:
             self._cache.move_to_end(artifact)
             return cached
-        key = self.cache_key(artifact) if self.cache_key is not None else None
+        # judged by key only where judging costs more than the key: with ``parses`` given,
+        # only an import-free program under a submission is parsed (the key's programs
+        # share their answer, so skipping it changes no answer)
+        cheap = parses is not None and (
+            not parses or self.submission is None or "import" in artifact
+        )
+        key = self.cache_key(artifact) if self.cache_key is not None and not cheap else None
         answer = self._by_key.get(key) if key is not None else None
         if answer is None:
             answer = self._judge(artifact, parses)

@@ -64,7 +64,15 @@ from wmrl_env.world_models.text import (
     text_key,
 )
 
-__all__ = ["COLUMNS", "DESIGNS", "FORMAT_VERSION", "OpenSpaceWorldModel", "program_blocks"]
+__all__ = [
+    "COLUMNS",
+    "DESIGNS",
+    "FORMAT_VERSION",
+    "STATUS_COLUMNS",
+    "OpenSpaceWorldModel",
+    "program_blocks",
+    "status_columns",
+]
 
 FORMAT_VERSION = 1
 DESIGNS: tuple[str, ...] = ("ridge", "boost_reward", "boost_factored")
@@ -113,6 +121,37 @@ def model_columns(program: np.ndarray, task: np.ndarray) -> float:
     return float(np.log10(max(columns, 1.0)))
 
 
+STATUS_COLUMNS: tuple[str, ...] = ("nan_reaches", "nan_refused")
+"""Columns the status model may read beside :data:`COLUMNS`: ``nan_reaches``, whether a NaN
+can reach the feature step and the model (no imputation on a task whose train rows have
+missing cells, or ``log1p`` on a task with values below -1, where it gives NaN; the
+transforms pass NaN on), and ``nan_refused``, whether such a NaN meets a step that refuses
+it (polynomial, spline or univariate-selection features, a linear, k-NN or SVM model; the
+tree models and histogram boosting accept NaN)."""
+
+
+def status_columns(rows: np.ndarray, extra: Sequence[str]) -> np.ndarray:
+    """``rows`` (:data:`COLUMNS`) with the :data:`STATUS_COLUMNS` named in ``extra``."""
+    if not extra:
+        return rows
+    unknown = sorted(set(extra) - set(STATUS_COLUMNS))
+    if unknown:
+        raise ValueError(f"unknown status columns {unknown}; expected some of {STATUS_COLUMNS}")
+    col, task = _PROGRAM_INDEX, len(PROGRAM_COLUMNS)
+    missing = rows[:, task + _TASK_INDEX["missing_share"]]
+    negative = rows[:, task + _TASK_INDEX["negative_columns_share"]]
+    reaches = np.maximum(
+        rows[:, col["imputer=none"]] * (np.nan_to_num(missing) > 0),
+        rows[:, col["transform=log1p"]] * (np.nan_to_num(negative) > 0),
+    )
+    refusing = sum(rows[:, col[name]] for name in (
+        "features=poly2", "features=spline", "features=select",
+        "model=linear", "model=knn", "model=svm",
+    ))  # fmt: skip
+    made = {"nan_reaches": reaches, "nan_refused": reaches * (refusing > 0)}
+    return np.column_stack([rows, *(made[name] for name in extra)])
+
+
 def feature_row(parsed_vector: np.ndarray, task: np.ndarray) -> np.ndarray:
     return np.concatenate([parsed_vector, task, [model_columns(parsed_vector, task)]])
 
@@ -135,9 +174,13 @@ class OpenSpaceWorldModel:
         score_range: tuple[float, float] = (0.0, 1.0),
         pretraining_tasks: Sequence[str] = (),
         max_tasks: int = 1000,
+        status_inputs: Sequence[str] = (),
     ) -> None:
         if design not in DESIGNS:
             raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+        self.status_inputs = tuple(status_inputs)
+        """the :data:`STATUS_COLUMNS` the status model reads beside :data:`COLUMNS`"""
+        status_columns(np.zeros((0, len(COLUMNS))), self.status_inputs)  # checks the names
         self.design = design
         self.status_model = status_model
         self.reward = reward
@@ -226,7 +269,7 @@ class OpenSpaceWorldModel:
         """``(expected reward, status probabilities (N, 5), error-class probabilities)`` of
         parsed rows, before any anchor."""
         with one_thread():
-            status, _, errors = self.status_model.predict(rows)
+            status, _, errors = self.status_model.predict(status_columns(rows, self.status_inputs))
             p_ok = status[:, 0]
             if self.design == "ridge":
                 intercept, coefficients = self.reward
@@ -346,7 +389,8 @@ class OpenSpaceWorldModel:
             "version": FORMAT_VERSION,
             "columns": COLUMNS,
             "design": self.design,
-            "status": self.status_model.to_state(COLUMNS),
+            "status": self.status_model.to_state((*COLUMNS, *self.status_inputs)),
+            "status_inputs": self.status_inputs,
             "reward": reward,
             "z_mean": self.z_mean,
             "z_scale": self.z_scale,
@@ -381,9 +425,13 @@ class OpenSpaceWorldModel:
             reward = (reward["intercept"], np.asarray(reward["coefficients"]))
         elif not isinstance(reward, TreeEnsemble):
             raise ValueError(f"{path}: the reward model is not a tree ensemble")
+        status_inputs = tuple(state.get("status_inputs", ()))
         return cls(
             design=state["design"],
-            status_model=StatusModel.from_state(state["status"], COLUMNS, str(path)),
+            status_model=StatusModel.from_state(
+                state["status"], (*COLUMNS, *status_inputs), str(path)
+            ),
+            status_inputs=status_inputs,
             reward=reward,
             z_mean=state["z_mean"],
             z_scale=state["z_scale"],

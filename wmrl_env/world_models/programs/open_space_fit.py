@@ -36,6 +36,7 @@ from wmrl_env.world_models.programs.open_space import (
     OpenSpaceWorldModel,
     feature_row,
     program_blocks,
+    status_columns,
 )
 from wmrl_env.world_models.programs.open_space_data import TrainingRows
 from wmrl_env.world_models.programs.open_space_tasks import task_vector
@@ -54,6 +55,10 @@ GROUP_SIZE = 8
 ANCHOR_GROUPS = (0, 1, 2, 4)
 """Anchor groups of :data:`GROUP_SIZE` random programs the std is calibrated over."""
 COVERAGE = 0.6827
+STATUS_INPUTS: tuple[str, ...] = ("nan_refused",)
+"""The status model's columns beside the feature row
+(:data:`~.open_space.STATUS_COLUMNS`), chosen on pretraining folds only
+(``benchmarks/v4_status_designs.py``)."""
 
 
 def family_of(task_id: str) -> str:
@@ -98,16 +103,24 @@ class _Parts:
     reward: object
     z_mean: np.ndarray
     z_scale: np.ndarray
+    status_inputs: tuple[str, ...] = ()
 
 
 def _fit_parts(
-    x: np.ndarray, rows: TrainingRows, design: str, seed: int, status: StatusModel | None = None
+    x: np.ndarray,
+    rows: TrainingRows,
+    design: str,
+    seed: int,
+    status: StatusModel | None = None,
+    status_inputs: Sequence[str] = STATUS_INPUTS,
 ) -> _Parts:
     program = x[:, : len(PROGRAM_COLUMNS)]
     z_mean, z_scale = space_standardisation()
     if status is None:
         with one_thread():
-            status = StatusModel(min_count=5, seed=seed).fit(x, rows.labels)
+            status = StatusModel(min_count=5, seed=seed).fit(
+                status_columns(x, status_inputs), rows.labels
+            )
     reward = rows.reward
     with one_thread():
         if design == "ridge":
@@ -120,7 +133,7 @@ def _fit_parts(
         else:
             ok = np.isfinite(rows.score)
             model = fit_booster(x[ok], rows.score[ok], seed=seed)
-    return _Parts(status, model, z_mean, z_scale)
+    return _Parts(status, model, z_mean, z_scale, tuple(status_inputs))
 
 
 def _model(
@@ -129,7 +142,7 @@ def _model(
     return OpenSpaceWorldModel(
         design=design, status_model=parts.status, reward=parts.reward, z_mean=parts.z_mean,
         z_scale=parts.z_scale, residual_prior=prior, std_scale=scale, pretraining_tasks=tasks,
-        level_column=level,
+        level_column=level, status_inputs=parts.status_inputs,
     )  # fmt: skip
 
 
@@ -169,13 +182,15 @@ def fit_open_space(
     level_column: bool = True,
     seed: int = 0,
     draws: int = 10,
+    status_inputs: Sequence[str] = STATUS_INPUTS,
 ) -> OpenSpaceWorldModel:
     """World model v4 of ``design`` fitted on ``rows`` (see the module doc); the residuals
     behind the posterior's prior and the std come from leaving out one fold of tasks at a
     time: one family's generated tasks (``residual_folds="family"``: the situation of a task
     unlike any seen) or one seed's (``"seed"``: each task predicted with its family's other
     seeds in training), and a fifth of any other tasks (:func:`residual_folds_of`).
-    ``level_column``: the posterior also reads the prior's expected reward."""
+    ``level_column``: the posterior also reads the prior's expected reward;
+    ``status_inputs``: the status model's columns beside the feature row."""
     x = training_matrix(rows)
     task_ids = np.array(rows.task_ids)
     folds = residual_folds_of(rows.task_ids, residual_folds)
@@ -187,7 +202,9 @@ def fit_open_space(
         inside = folds != fold
         if not inside.any():
             continue
-        parts = _fit_parts(x[inside], _subset(rows, inside), design, seed)
+        parts = _fit_parts(
+            x[inside], _subset(rows, inside), design, seed, status_inputs=status_inputs
+        )
         fold_model = _model(parts, design, placeholder, 1.0, (), level_column)
         for task in np.unique(task_ids[~inside]):
             members = task_ids == task
@@ -216,7 +233,7 @@ def fit_open_space(
                 mean, variance = posterior.predict(z[rest])
                 ratios.append(np.abs(r[rest] - mean) / np.sqrt(variance))
     scale = float(np.quantile(np.concatenate(ratios), COVERAGE))
-    parts = _fit_parts(x, rows, design, seed)
+    parts = _fit_parts(x, rows, design, seed, status_inputs=status_inputs)
     return _model(parts, design, prior, scale, tuple(sorted(set(rows.task_ids))), level_column)
 
 
