@@ -9,10 +9,10 @@ groups start from real states that the previous round's real episodes reached (e
 snapshots) and play on to the episode's end. Every real episode is scored by the closed
 shadow (the policy that played the round plays the model from the group's start, its
 episode's own noise kept), as a world-model member of that group would be; ``--shadow open``
-scores it by replaying its real chunks in the model instead (it sees the real episode). Prints the pooled
-and the within-group ROC AUC of that score against real success, apart for branched and
-fresh groups (and, for branched ones, by how many chunks into the episode they start), with
-95 % intervals from a bootstrap over groups; ``--out`` keeps one JSON line per episode.
+scores it by replaying its real chunks in the model instead (it sees the real episode).
+Prints the pooled and the within-group ROC AUC of that score against real success, apart for
+branched and fresh groups (and, for branched ones, by how many chunks into the episode they
+start), with 95 % intervals from a bootstrap over groups; ``--out`` keeps one JSON line per episode.
 
     nice -n 10 python benchmarks/robot_branch_auc.py --seeds 0 8 1 2 3 4 --rounds 3 --groups 8
 """
