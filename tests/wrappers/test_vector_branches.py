@@ -108,21 +108,18 @@ def test_a_branched_anchor_plays_on_from_the_exact_recorded_state():
 def test_states_older_than_the_step_limit_are_never_drawn_and_rounds_roll():
     starts = GroupStarts(np.arange(2), [np.zeros(1)] * 2, [{}, {}], [None, None], None)
     branch = BranchStarts(groups=1, horizon=3, keep_rounds=2, seed=0)
-    branch.record([RealState(np.ones(1), "late", age=T)])
-    branch.end_round()
+    branch.end_round([RealState(np.ones(1), "late", age=T)])
     assert branch.plan(starts, T).ages.tolist() == [0, 0]  # nothing drawable: all fresh
-    branch.end_round()  # a round that recorded nothing keeps the earlier states
+    branch.end_round([])  # a round that reached no state keeps the earlier ones
     assert len(branch.states) == 1
     for age in (1, 2):
-        branch.record([RealState(np.full(1, age), f"s{age}", age=age)])
-        branch.end_round()
+        branch.end_round([RealState(np.full(1, age), f"s{age}", age=age)])
     assert {s.snapshot for s in branch.states} == {"s1", "s2"}  # keep_rounds=2
     plans = [branch.plan(starts, T) for _ in range(40)]
     assert {p.starts.snapshots[1] for p in plans} == {"s1", "s2"}
     assert all(p.horizons[1] == 3 and p.starts.snapshots[0] is None for p in plans)
     again = BranchStarts(groups=1, horizon=3, seed=0)
-    again.record([RealState(np.ones(1), "x", age=T - 1)])
-    again.end_round()
+    again.end_round([RealState(np.ones(1), "x", age=T - 1)])
     assert again.plan(starts, T).horizons.tolist() == [T, 1]
 
 

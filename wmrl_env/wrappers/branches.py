@@ -25,8 +25,7 @@ Example:
     ...                     None)
     >>> branch.plan(fresh, max_episode_steps=10).horizons.tolist()  # nothing recorded yet
     [10, 10]
-    >>> branch.record([RealState(np.ones(2), {"t": 8}, age=8)])
-    >>> branch.end_round()
+    >>> branch.end_round([RealState(np.ones(2), {"t": 8}, age=8)])
     >>> plan = branch.plan(fresh, max_episode_steps=10)
     >>> plan.horizons.tolist(), plan.ages.tolist(), plan.starts.snapshots[1]
     ([10, 2], [0, 8], {'t': 8})
@@ -89,7 +88,6 @@ class BranchStarts:
         self.groups = int(groups)
         self.horizon = None if horizon is None else int(horizon)
         self._rounds: deque[list[RealState]] = deque(maxlen=int(keep_rounds))
-        self._recording: list[RealState] = []
         self._rng = np.random.default_rng([int(seed), 0xB4A])
 
     @property
@@ -97,16 +95,12 @@ class BranchStarts:
         """The recorded states branched groups are drawn from."""
         return [state for states in self._rounds for state in states]
 
-    def record(self, states: Iterable[RealState]) -> None:
-        """Add real states of the round in progress (drawable from the next round on)."""
-        self._recording.extend(states)
-
-    def end_round(self) -> None:
-        """Make the states recorded this round drawable (a round that recorded none leaves the
-        earlier ones in place)."""
-        if self._recording:
-            self._rounds.append(self._recording)
-        self._recording = []
+    def end_round(self, states: Iterable[RealState]) -> None:
+        """Make the real states of the round that ended drawable (a round that reached none
+        leaves the earlier ones in place)."""
+        states = list(states)
+        if states:
+            self._rounds.append(states)
 
     def plan(self, starts: GroupStarts, max_episode_steps: int) -> BranchPlan:
         """``starts`` with the last ``groups`` groups moved to recorded real states that

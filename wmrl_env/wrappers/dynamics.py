@@ -70,11 +70,14 @@ class DynamicsRound(Round):
         n = setup.layout.num_envs
         start = _stack(setup.layout.expand(setup.starts.observations), observation_dtype)
         self.max_episode_steps = max_episode_steps
-        horizons = np.full(setup.layout.num_groups, max_episode_steps)
+        groups = setup.layout.group_ids
         self.branch = branch
+        # per env: the steps it may play and, with branched starts, how far into its episode
+        # its group starts
+        self.horizon = np.full(n, max_episode_steps, np.int64)
+        self.start_age: np.ndarray | None = None
         if branch is not None:
-            horizons = branch.horizons
-        self.horizon = np.asarray(setup.layout.expand(list(horizons)), dtype=np.int64)
+            self.horizon, self.start_age = branch.horizons[groups], branch.ages[groups]
         self.visited: list[RealState] = []  # with a branch plan: real states anchors reached
         self.observations = start.astype(observation_dtype, copy=True)
         self.model_observations = start.astype(observation_dtype, copy=True)
@@ -132,6 +135,8 @@ class DynamicsRound(Round):
             group_id=setup.layout.group_ids.copy(),
             is_anchor=setup.anchors.copy(),
         )
+        if self.start_age is not None:
+            add_per_env(info, start_age=self.start_age.copy())
         rewards, replays = np.zeros(n), []
         round_done = bool((self.terminated | self.truncated).all())
         if round_done:
@@ -171,11 +176,10 @@ class DynamicsRound(Round):
         """With branched starts planned, keep the real states the anchors' episodes go on from."""
         if self.branch is None:
             return
-        ages = self.branch.ages[self.setup.layout.group_ids]
         for i, result in zip(indices, results, strict=True):
             snapshot = result.metadata.get("end_snapshot") if result.ok else None
             if snapshot is not None:  # taken only while the env's own episode goes on
-                age = int(ages[i] + self.steps[i])
+                age = int(self.start_age[i] + self.steps[i])
                 self.visited.append(RealState(self.observations[i].copy(), snapshot, age))
 
     def _model_step(

@@ -399,7 +399,7 @@ class WorldModelVectorEnv(VectorEnv):
         is_anchor = np.zeros(self.num_envs, dtype=bool) if anchors is None else anchors.copy()
         add_per_env(info, group_id=self.layout.group_ids.copy(), is_anchor=is_anchor)
         if branch is not None:
-            add_per_env(info, start_age=np.repeat(branch.ages, self.group_size))
+            add_per_env(info, start_age=self._round.start_age.copy())
         for group, group_info in enumerate(starts.infos):
             if not group_info:
                 continue
@@ -451,8 +451,8 @@ class WorldModelVectorEnv(VectorEnv):
             add_batch(out.info, self.num_envs, progress_check=check)
         if self.kind == "outcome":
             self._track_best_executed(per_env, out.info)
-        elif self.branch_starts is not None:
-            self._keep_branch_states(out.info)
+        elif self.branch_starts is not None and self._round.done:
+            self.branch_starts.end_round(self._round.visited)
         return (
             self._batch(out.observations),
             out.rewards,
@@ -460,15 +460,6 @@ class WorldModelVectorEnv(VectorEnv):
             out.truncated,
             out.info,
         )
-
-    def _keep_branch_states(self, info: dict[str, Any]) -> None:
-        """Give the real states of a round that ended to the branched starts; per env, the
-        group start's age goes in ``info["start_age"]``."""
-        round_ = self._round
-        add_per_env(info, start_age=np.repeat(round_.branch.ages, self.group_size))
-        if round_.done:
-            self.branch_starts.record(round_.visited)
-            self.branch_starts.end_round()
 
     def _track_best_executed(self, actions: list[Any], info: dict[str, Any]) -> None:
         """Remember, per group context (the start observation), the best artifact executed
