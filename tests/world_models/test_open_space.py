@@ -4,6 +4,8 @@ a held-out task."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -295,3 +297,31 @@ def test_measure_reads_the_real_data_tasks_separately() -> None:
     means = figures["mean"]["real"]["all"]
     assert {f"regret@{g}" for g in (0, 1, 2, 4)} <= set(means)
     assert means == figures["mean"]["all"]["all"]
+
+
+def test_a_program_that_ran_is_answered_from_its_runs() -> None:
+    """A taught program is predicted near its real reward, nearer and surer as identical
+    runs repeat (the task's repeat noise falls from the pretrained value, weighted as
+    REPEAT_PRIOR_RUNS runs, toward 0); runs that disagree raise it."""
+    from wmrl_env.world_models.programs.open_space import REPEAT_PRIOR_RUNS
+
+    model = load_ml_world_model("v4")
+    texts = [p.render(TASK.kind) for p in sample_programs(8, seed=5)]
+    contexts = [TASK.description] * 8
+    real = np.linspace(0.1, 0.9, 8)
+    before = model.predict(contexts, texts)
+    errors, stds = [np.abs(before.scores - real).mean()], [before.std.mean()]
+    for _ in range(4):
+        model.update(contexts, texts, real)
+        after = model.predict(contexts, texts)
+        errors.append(np.abs(after.scores - real).mean())
+        stds.append(after.std.mean())
+    assert all(a > b for a, b in itertools.pairwise(errors)), errors
+    assert all(a > b for a, b in itertools.pairwise(stds)), stds
+    assert errors[-1] < 0.02 * errors[0]
+    entries = next(iter(model._anchors.values())).values()
+    pretrained = model.residual_prior.repeat_noise
+    assert np.isclose(model.repeat_noise(entries),
+                      pretrained * REPEAT_PRIOR_RUNS / (REPEAT_PRIOR_RUNS + 24))  # fmt: skip
+    model.update(contexts, texts, np.clip(real + 0.3 * (-1) ** np.arange(8), 0, 1))
+    assert model.repeat_noise(next(iter(model._anchors.values())).values()) > pretrained

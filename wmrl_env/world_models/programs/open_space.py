@@ -13,7 +13,9 @@ Three parts, each fitted on pretraining executions (never on a held-out task):
 3. **A per-task posterior** (:mod:`~.residual_regression`): Bayesian linear regression of
    the prior's residual on the program features; its block variances come from the
    pretraining tasks' out-of-task residuals, and its std is scaled so that ±1σ covers 68 % of
-   held-out anchors' rewards in that cross-validation.
+   held-out anchors' rewards in that cross-validation. A program that ran on the task is
+   predicted from its own runs as well, as sure as the task's repeat noise allows
+   (:meth:`OpenSpaceWorldModel.repeat_noise`).
 
 ``predict`` returns the expected reward and its std; ``predict_outcomes`` the package's
 prediction contract (status probabilities, the score given ``ok``, the expected reward under
@@ -83,6 +85,9 @@ boosted score given ``ok``)."""
 COLUMNS: tuple[str, ...] = (*PROGRAM_COLUMNS, *TASK_COLUMNS, "log_model_columns")
 """The feature row: program columns, task columns, log10 of the columns the model fits on."""
 MIN_OK_SHARE = 0.05
+REPEAT_PRIOR_RUNS = 4
+"""How many repeated runs the pretrained repeat noise weighs as, against a task's own
+repeats (:meth:`OpenSpaceWorldModel.repeat_noise`)."""
 LEVEL_CENTRE, LEVEL_UNIT = 0.5, 0.3
 _CACHE_SIZE = 200_000
 _PROGRAM_INDEX = {name: i for i, name in enumerate(PROGRAM_COLUMNS)}
@@ -199,7 +204,9 @@ class OpenSpaceWorldModel:
         self.pre_gate = None
         self._rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
         self._comment_rows: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
-        self._anchors: OrderedDict[str, OrderedDict[str, tuple[np.ndarray, float]]] = OrderedDict()
+        self._anchors: OrderedDict[str, OrderedDict[str, tuple]] = OrderedDict()
+        """per task, per distinct program: ``(z, sum, sum of squares, count)`` of its runs'
+        residuals"""
         self._posteriors: dict[str, ResidualPosterior] = {}
 
     fitted = True
@@ -302,10 +309,13 @@ class OpenSpaceWorldModel:
             residual = np.zeros(len(z))
             variance = self.residual_prior.variance(z)
             tasks = np.array([keys[i][0] for i in np.flatnonzero(ok)])
+            programs_ok = [keys[i][1] for i in np.flatnonzero(ok)]
             for task in np.unique(tasks):
                 if task in self._anchors:
-                    members = tasks == task
-                    residual[members], variance[members] = self._posterior(task).predict(z[members])
+                    members = np.flatnonzero(tasks == task)
+                    residual[members], variance[members] = self._task_prediction(
+                        task, z[members], [programs_ok[i] for i in members]
+                    )
             mean[ok] = np.clip(expected + residual, *self.score_range)
             std[ok] = np.sqrt(variance) * self.std_scale
             status[ok] = status_ok
@@ -341,9 +351,9 @@ class OpenSpaceWorldModel:
         self, contexts: Sequence[Any], artifacts: Sequence[Any], real_scores: np.ndarray
     ) -> None:
         """Learn from anchors (rewards on the model's scale, a failure scored at the range's
-        low end): each task's distinct programs keep their latest residual; the task's
-        posterior is refitted. NaN scores and unparsed programs are skipped; out-of-range
-        scores raise before anything changes."""
+        low end): each task's distinct programs keep their runs' residuals (sum, sum of
+        squares, count); the task's posterior is refitted. NaN scores and unparsed programs
+        are skipped; out-of-range scores raise before anything changes."""
         _, programs = check_batch(contexts, artifacts)
         real, keep = check_real_scores(real_scores, len(programs), self.score_range)
         rows, ok, keys = self.rows(list(contexts), programs)
@@ -355,8 +365,9 @@ class OpenSpaceWorldModel:
         for j, i in enumerate(use):
             task, program = keys[i]
             entries = self._anchors.pop(task, OrderedDict())
-            entries.pop(program, None)
-            entries[program] = (z[j], float(real[i] - expected[j]))
+            _, total, squares, count = entries.pop(program, (None, 0.0, 0.0, 0))
+            residual = float(real[i] - expected[j])
+            entries[program] = (z[j], total + residual, squares + residual**2, count + 1)
             self._anchors[task] = entries
             self._posteriors.pop(task, None)
         while len(self._anchors) > self.max_tasks:
@@ -367,9 +378,37 @@ class OpenSpaceWorldModel:
         if task not in self._posteriors:
             entries = list(self._anchors[task].values())
             z = np.stack([e[0] for e in entries])
-            r = np.array([e[1] for e in entries])
-            self._posteriors[task] = ResidualPosterior.fit(self.residual_prior, z, r)
+            counts = np.array([e[3] for e in entries], dtype=np.float64)
+            r = np.array([e[1] for e in entries]) / counts
+            self._posteriors[task] = ResidualPosterior.fit(
+                self.residual_prior, z, r, counts, self.repeat_noise(entries)
+            )
         return self._posteriors[task]
+
+    def repeat_noise(self, entries: Sequence[tuple]) -> float:
+        """A task's repeat noise: the pretrained value (:attr:`BlockPrior.repeat_noise`,
+        weighted as :data:`REPEAT_PRIOR_RUNS` runs) pooled with the spread of the task's
+        own repeated runs of a program (its anchors' ``(z, sum, sum of squares, count)``)."""
+        spread = sum(squares - total**2 / count for *_, total, squares, count in entries)
+        repeats = sum(count - 1 for *_, count in entries)
+        prior = self.residual_prior.repeat_noise * REPEAT_PRIOR_RUNS
+        return (prior + max(spread, 0.0)) / (REPEAT_PRIOR_RUNS + repeats)
+
+    def _task_prediction(
+        self, task: str, z: np.ndarray, programs: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Residual and variance on one task with anchors: the posterior's, and for a
+        program that ran on the task its own runs' (:meth:`ResidualPosterior.predict_seen`)."""
+        posterior = self._posterior(task)
+        residual, variance = posterior.predict(z)
+        entries = self._anchors[task]
+        seen = [j for j, program in enumerate(programs) if program in entries]
+        if seen:
+            runs = [entries[programs[j]] for j in seen]
+            counts = np.array([e[3] for e in runs], dtype=np.float64)
+            mean = np.array([e[1] for e in runs]) / counts
+            residual[seen], variance[seen] = posterior.predict_seen(z[seen], mean, counts)
+        return residual, variance
 
     def n_anchors(self, context: Any) -> int:
         """Distinct programs the task of ``context`` has been taught."""
@@ -397,6 +436,7 @@ class OpenSpaceWorldModel:
             "block_variances": np.asarray(self.residual_prior.variances),
             "blocks": np.asarray(self.residual_prior.blocks),
             "noise": float(self.residual_prior.noise),
+            "repeat_noise": float(self.residual_prior.repeat_noise),
             "level_column": self.level_column,
             "std_scale": self.std_scale,
             "score_range": self.score_range,
@@ -435,7 +475,12 @@ class OpenSpaceWorldModel:
             reward=reward,
             z_mean=state["z_mean"],
             z_scale=state["z_scale"],
-            residual_prior=BlockPrior(state["block_variances"], state["blocks"], state["noise"]),
+            residual_prior=BlockPrior(
+                state["block_variances"],
+                state["blocks"],
+                state["noise"],
+                float(state.get("repeat_noise", 0.0)),
+            ),
             level_column=bool(state.get("level_column", False)),
             std_scale=state["std_scale"],
             score_range=tuple(state["score_range"]),

@@ -55,6 +55,11 @@ GROUP_SIZE = 8
 ANCHOR_GROUPS = (0, 1, 2, 4)
 """Anchor groups of :data:`GROUP_SIZE` random programs the std is calibrated over."""
 COVERAGE = 0.6827
+REPEAT_NOISE = 0.0045
+"""Variance of the reward between two real runs of the same program on the same task in the
+pool suite's sandbox: 192 programs of the pretraining table run again
+(``benchmarks/pool_repeat_noise.py``); every ok pair reported the same metric, 4 runs that
+had timed out finished (half the squared difference of the rewards, averaged)."""
 STATUS_INPUTS: tuple[str, ...] = ("nan_refused",)
 """The status model's columns beside the feature row
 (:data:`~.open_space.STATUS_COLUMNS`), chosen on pretraining folds only
@@ -174,30 +179,31 @@ def residual_folds_of(task_ids: Sequence[str], scheme: str = "family") -> np.nda
     ])  # fmt: skip
 
 
-def fit_open_space(
+@dataclass(frozen=True)
+class OutOfFold:
+    """One pretraining task's programs as a prior fitted without its fold predicts them."""
+
+    z: np.ndarray
+    residual: np.ndarray
+    expected: np.ndarray
+
+
+def out_of_fold_residuals(
     rows: TrainingRows,
-    design: str = "boost_factored",
-    *,
+    x: np.ndarray,
+    design: str,
     residual_folds: str = "family",
     level_column: bool = True,
     seed: int = 0,
-    draws: int = 10,
     status_inputs: Sequence[str] = STATUS_INPUTS,
-) -> OpenSpaceWorldModel:
-    """World model v4 of ``design`` fitted on ``rows`` (see the module doc); the residuals
-    behind the posterior's prior and the std come from leaving out one fold of tasks at a
-    time: one family's generated tasks (``residual_folds="family"``: the situation of a task
-    unlike any seen) or one seed's (``"seed"``: each task predicted with its family's other
-    seeds in training), and a fifth of any other tasks (:func:`residual_folds_of`).
-    ``level_column``: the posterior also reads the prior's expected reward;
-    ``status_inputs``: the status model's columns beside the feature row."""
-    x = training_matrix(rows)
+) -> dict[str, OutOfFold]:
+    """Per task, its programs (feature rows ``x``) predicted by a prior fitted without the
+    task's fold (:func:`residual_folds_of`)."""
     task_ids = np.array(rows.task_ids)
     folds = residual_folds_of(rows.task_ids, residual_folds)
     blocks = program_blocks(level_column)
     placeholder = BlockPrior(np.ones(int(blocks.max()) + 1), blocks, 1.0)
-    # out-of-fold residuals: each fold's tasks predicted by a prior fitted without them
-    residuals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    residuals: dict[str, OutOfFold] = {}
     for fold in np.unique(folds):
         inside = folds != fold
         if not inside.any():
@@ -209,32 +215,73 @@ def fit_open_space(
         for task in np.unique(task_ids[~inside]):
             members = task_ids == task
             expected, _, _ = fold_model.prior(x[members])
-            residuals[task] = (
+            residuals[task] = OutOfFold(
                 fold_model.z_rows(x[members], expected),
                 rows.reward[members] - expected,
+                expected,
             )
     if len(residuals) < 2:
         raise ValueError(
             "fitting v4 needs pretraining tasks of two folds (two seeds, or two families "
             "with residual_folds='family')"
         )
-    prior = fit_blocks(list(residuals.values()), blocks)
-    rng = np.random.default_rng(seed)
+    return residuals
+
+
+def fit_open_space(
+    rows: TrainingRows,
+    design: str = "boost_factored",
+    *,
+    residual_folds: str = "family",
+    level_column: bool = True,
+    seed: int = 0,
+    draws: int = 10,
+    status_inputs: Sequence[str] = STATUS_INPUTS,
+    repeat_noise: float = REPEAT_NOISE,
+) -> OpenSpaceWorldModel:
+    """World model v4 of ``design`` fitted on ``rows`` (see the module doc); the residuals
+    behind the posterior's prior and the std come from leaving out one fold of tasks at a
+    time: one family's generated tasks (``residual_folds="family"``: the situation of a task
+    unlike any seen) or one seed's (``"seed"``: each task predicted with its family's other
+    seeds in training), and a fifth of any other tasks (:func:`residual_folds_of`).
+    ``level_column``: the posterior also reads the prior's expected reward;
+    ``status_inputs``: the status model's columns beside the feature row;
+    ``repeat_noise``: the variance of a repeated real run's reward (:data:`REPEAT_NOISE`)."""
+    x = training_matrix(rows)
+    residuals = out_of_fold_residuals(
+        rows, x, design, residual_folds, level_column, seed, status_inputs
+    )
+    blocks = program_blocks(level_column)
+    pairs = [(r.z, r.residual) for r in residuals.values()]
+    prior = fit_blocks(pairs, blocks, repeat_noise=repeat_noise)
+    scale = coverage_scale(prior, pairs, draws, np.random.default_rng(seed))
+    parts = _fit_parts(x, rows, design, seed, status_inputs=status_inputs)
+    return _model(parts, design, prior, scale, tuple(sorted(set(rows.task_ids))), level_column)
+
+
+def coverage_scale(
+    prior: BlockPrior,
+    residuals: Sequence[tuple[np.ndarray, ...]],
+    draws: int,
+    rng: np.random.Generator,
+) -> float:
+    """The std scale at which ±1σ covers :data:`COVERAGE` of the tasks' ``(z, residual)``
+    or ``(z, residual, noise shape)`` around the posterior after :data:`ANCHOR_GROUPS`
+    random anchor groups (on the programs not anchored)."""
     ratios = []
-    for z, r in residuals.values():
+    for z, r, *rest_of in residuals:
+        shape = rest_of[0] if rest_of else np.zeros(len(r))
         for groups in ANCHOR_GROUPS:
             for anchors in _anchor_draws(len(r), groups, draws, rng):
                 rest = np.setdiff1d(np.arange(len(r)), anchors)
                 posterior = (
-                    ResidualPosterior.fit(prior, z[anchors], r[anchors])
+                    ResidualPosterior.fit(prior, z[anchors], r[anchors], shape=shape[anchors])
                     if len(anchors)
                     else ResidualPosterior.empty(prior)
                 )
-                mean, variance = posterior.predict(z[rest])
+                mean, variance = posterior.predict(z[rest], shape[rest])
                 ratios.append(np.abs(r[rest] - mean) / np.sqrt(variance))
-    scale = float(np.quantile(np.concatenate(ratios), COVERAGE))
-    parts = _fit_parts(x, rows, design, seed, status_inputs=status_inputs)
-    return _model(parts, design, prior, scale, tuple(sorted(set(rows.task_ids))), level_column)
+    return float(np.quantile(np.concatenate(ratios), COVERAGE))
 
 
 def evaluate_task(
