@@ -9,9 +9,11 @@ pairs whose validation metric is identical, the RMS and largest difference of th
 0), and the noise ceiling of a within-group ranking (the Spearman of one run's rewards
 against the other's in random groups of 8 programs of one task, as GRPO forms them).
 Only pretraining tasks (seed 1) are run; the new runs go to ``--out`` (resumable: run the
-same command again and only what is missing runs).
+same command again and only what is missing runs). The committed second runs are
+``envs/ml_tasks/data/pool_pretrain_repeat_v1.jsonl`` (2026-12-06, 2 workers on 2 shared
+cores); with it as ``--out`` nothing runs and the report is read from it:
 
-    nice python benchmarks/pool_repeat_noise.py --out runs/pool_repeat.jsonl --every 4
+    python benchmarks/pool_repeat_noise.py --out envs/ml_tasks/data/pool_pretrain_repeat_v1.jsonl
 """
 
 from __future__ import annotations

@@ -57,9 +57,10 @@ ANCHOR_GROUPS = (0, 1, 2, 4)
 COVERAGE = 0.6827
 REPEAT_NOISE = 0.0045
 """Variance of the reward between two real runs of the same program on the same task in the
-pool suite's sandbox: 192 programs of the pretraining table run again
-(``benchmarks/pool_repeat_noise.py``); every ok pair reported the same metric, 4 runs that
-had timed out finished (half the squared difference of the rewards, averaged)."""
+pool suite's sandbox: 192 executions of the pretraining table (32 programs on its six seed-1
+tasks) run again (``benchmarks/pool_repeat_noise.py``); every pair that ran ok twice reported
+the same metric, 4 runs that had timed out finished (half the squared difference of the
+rewards, averaged)."""
 STATUS_INPUTS: tuple[str, ...] = ("nan_refused",)
 """The status model's columns beside the feature row
 (:data:`~.open_space.STATUS_COLUMNS`), chosen on pretraining folds only
