@@ -52,7 +52,6 @@ from wmrl_env.world_models.programs.grammar_features import (
     program_vector,
 )
 from wmrl_env.world_models.programs.open_space_tasks import TASK_COLUMNS, task_vector
-from wmrl_env.world_models.programs.pretraining import one_thread
 from wmrl_env.world_models.programs.residual_regression import BlockPrior, ResidualPosterior
 from wmrl_env.world_models.programs.status_model import StatusModel
 from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
@@ -268,17 +267,16 @@ class OpenSpaceWorldModel:
     def prior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(expected reward, status probabilities (N, 5), error-class probabilities)`` of
         parsed rows, before any anchor."""
-        with one_thread():
-            status, _, errors = self.status_model.predict(status_columns(rows, self.status_inputs))
-            p_ok = status[:, 0]
-            if self.design == "ridge":
-                intercept, coefficients = self.reward
-                program = rows[:, : len(PROGRAM_COLUMNS)]
-                expected = intercept + ((program - self.z_mean) / self.z_scale) @ coefficients
-            elif self.design == "boost_reward":
-                expected = self.reward.predict(rows)
-            else:
-                expected = p_ok * np.clip(self.reward.predict(rows), *self.score_range)
+        status, _, errors = self.status_model.predict(status_columns(rows, self.status_inputs))
+        p_ok = status[:, 0]
+        if self.design == "ridge":
+            intercept, coefficients = self.reward
+            program = rows[:, : len(PROGRAM_COLUMNS)]
+            expected = intercept + ((program - self.z_mean) / self.z_scale) @ coefficients
+        elif self.design == "boost_reward":
+            expected = self.reward.predict(rows)
+        else:
+            expected = p_ok * np.clip(self.reward.predict(rows), *self.score_range)
         return np.clip(expected, *self.score_range), status, errors
 
     # ------------------------------------------------------------------ predicting
@@ -447,11 +445,10 @@ def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:
     """Whether ``program`` compiles; the grammar's rendering of its parse is valid Python by
     construction, so a program that starts with it only has the rest checked (unless the
     rest holds something whose validity depends on what came before it)."""
-    if not program.startswith('"""Solution '):  # as every rendering does
+    kinds = [k for k, i in _KIND_INDEX.items() if task[i] == 1.0]
+    if len(kinds) != 1 or not _titled_for(program, kinds[0]):
         return _compiles(program)
-    kinds = [k for k in ("binary", "multiclass", "regression")
-             if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
-    point = grammar_point(parsed, kinds[0]) if len(kinds) == 1 else None
+    point = grammar_point(parsed, kinds[0])
     rendering = point.render(kinds[0]) if point is not None else None
     if rendering is None or not program.startswith(rendering):
         return _compiles(program)
@@ -461,6 +458,14 @@ def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:
     return not rest or _compiles(rest)
 
 
+def _titled_for(program: str, kind: str) -> bool:
+    """Whether the first line of ``program`` can be a rendering's for ``kind``: a docstring
+    ``Solution <title> (<kind>).``, as every rendering starts."""
+    end = program.find("\n")
+    return program.startswith('"""Solution ') and program.endswith(f' ({kind})."""', 0, end)
+
+
+_KIND_INDEX = {k: TASK_COLUMNS.index(f"kind_{k}") for k in ("binary", "multiclass", "regression")}
 _CONTEXT_WORDS = ("__future__", "global", "nonlocal", "coding")
 """Text after a complete module whose validity there may differ from its own (a future
 import must come first, a global declaration after a use of the name fails, an encoding
