@@ -273,13 +273,14 @@ def parse_program(text: str) -> ParsedProgram | None:
     )  # fmt: skip
 
 
-_TRIPLE = re.compile("\"\"\"|'''")
 _ALL_BUT_PARENS = {
     i: None for i in range(128) if chr(i) in "\t\n" or (32 <= i < 127 and chr(i) not in "()")
 }  # str.translate keeps the parentheses and the control characters
 _DROPPED = re.compile(r"\n[ \t]*(?:#[^\n]*)?(?=\n|\Z)")  # a comment-only or blank line
 _RISKY_DROP = re.compile(r"\n[ \t]*#[^\n]*?(?:[()]|sign|coding)")
-_QUOTE_OR_HASH = re.compile(r"['\"#]")
+_ONE_STRING_LINE = re.compile(r"""[^'"#\n]*(\"\"\"|''')[^'"#\n]*\1[^'"#\n]*""")
+"""A line that holds one triple-quoted string, opened and closed on it, and no other quote
+or ``#``."""
 
 
 def comment_key(text: str) -> str | None:
@@ -302,19 +303,16 @@ def comment_key(text: str) -> str | None:
     if parens.strip("()"):
         return None
     lined = "\n" + text  # every line starts after a newline
-    if _RISKY_DROP.search(lined):
+    if "#" in text and _RISKY_DROP.search(lined):
         return None
     for mark in ('"""', "'''"):
         at = text.find(mark)
         while at >= 0:  # the lines that hold one
             start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
-            line = text[start:] if end < 0 else text[start:end]
-            marks = _TRIPLE.findall(line)  # one string, opened and closed on the line
-            if len(marks) != 2 or marks[0] != marks[1]:
+            end = len(text) if end < 0 else end
+            if not _ONE_STRING_LINE.fullmatch(text, start, end):
                 return None
-            if _QUOTE_OR_HASH.search(_TRIPLE.sub("", line)):
-                return None
-            at = -1 if end < 0 else text.find(mark, end)
+            at = text.find(mark, end)
     while "()" in parens:  # what nests empties to nothing
         parens = parens.replace("()", "")
     return None if parens else _DROPPED.sub("", lined)

@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,9 +108,9 @@ def program_blocks(level_column: bool = False) -> np.ndarray:
 def model_columns(program: np.ndarray, task: np.ndarray) -> float:
     """log10 of the columns the model is fitted on (the feature step's width)."""
     col, t = _PROGRAM_INDEX, _TASK_INDEX
-    columns = 10 ** task[t["log_columns"]] if np.isfinite(task[t["log_columns"]]) else 10.0
+    columns = 10 ** task[t["log_columns"]] if math.isfinite(task[t["log_columns"]]) else 10.0
     missing = task[t["columns_with_missing_share"]]
-    if program[col["imputer=indicator"]] and np.isfinite(missing):
+    if program[col["imputer=indicator"]] and math.isfinite(missing):
         columns *= 1 + missing
     if program[col["features=poly2"]]:
         columns += columns * (columns + 1) / 2
@@ -152,7 +153,10 @@ def status_columns(rows: np.ndarray, extra: Sequence[str]) -> np.ndarray:
 
 
 def feature_row(parsed_vector: np.ndarray, task: np.ndarray) -> np.ndarray:
-    return np.concatenate([parsed_vector, task, [model_columns(parsed_vector, task)]])
+    row = np.empty(len(COLUMNS))
+    row[: len(parsed_vector)], row[len(parsed_vector) : -1] = parsed_vector, task
+    row[-1] = model_columns(parsed_vector, task)
+    return row
 
 
 class OpenSpaceWorldModel:
