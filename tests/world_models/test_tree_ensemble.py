@@ -45,3 +45,27 @@ def test_bad_rows_or_arrays_are_refused():
         TreeEnsemble(**{**vars(ensemble), "left": ensemble.left[:-1]})
     with pytest.raises(ValueError, match="inconsistent tree arrays"):
         TreeEnsemble(**{**vars(ensemble), "n_features": 2})
+
+
+@pytest.mark.parametrize("leaves", [3, 9, 31, 64])
+def test_trees_of_up_to_64_leaves_predict_what_scikit_learn_predicts(leaves):
+    rows = rows_with_gaps(3_000, 2)[:, :5]  # every column seen
+    target = np.nan_to_num(rows[:, 0]) * np.nan_to_num(rows[:, 2]) + np.isnan(rows[:, 3])
+    booster = HistGradientBoostingRegressor(
+        max_iter=30, max_leaf_nodes=leaves, min_samples_leaf=1, random_state=0
+    ).fit(rows, target)
+    ensemble = TreeEnsemble.from_sklearn(booster)
+    unseen = rows_with_gaps(500, 9)[:, :5] * 4
+    unseen[::11, 1] = np.inf
+    unseen[::13, 2] = -np.inf
+    for batch in (unseen, unseen[:1], unseen[:65]):
+        np.testing.assert_array_equal(ensemble.predict(batch), booster.predict(batch))
+
+
+def test_trees_of_more_than_64_leaves_are_refused():
+    rows = rows_with_gaps(3_000, 3)[:, :5]
+    booster = HistGradientBoostingRegressor(
+        max_iter=2, max_leaf_nodes=80, min_samples_leaf=1, random_state=0
+    ).fit(rows, np.nan_to_num(rows[:, 0]))
+    with pytest.raises(ValueError, match="at most 64 leaves"):
+        TreeEnsemble.from_sklearn(booster).predict(rows[:3])

@@ -171,6 +171,20 @@ def test_plain_argument_lists_are_read_as_a_parse_reads_them() -> None:
     assert read > 2_000  # the fast path answered a good share without a parse
 
 
+def test_calls_are_found_as_the_reference_finds_them() -> None:
+    atoms = ("SVC", "SVC(", "SVR", "Ridge(", "Ridg", "eSVC", "SimpleImputer(", "Linear",
+             "KNeighborsClassifier", "Svc", "(", ")", " (", "x", "_", "1", ".", "=", "#", "'",
+             " ", "\n", "\u00e9", "\u0663", "\u03a9")  # fmt: skip
+    rng = random.Random(10)
+    found = 0
+    for _ in range(30_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(0, 12)))
+        expected = [(m.group(1), m.end()) for m in _REFERENCE_CALL.finditer(text)]
+        assert grammar_features._calls(text) == expected, text
+        found += bool(expected)
+    assert found > 8_000
+
+
 @pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::DeprecationWarning")
 def test_programs_are_parsed_as_the_reference_parses_them() -> None:
     _, programs = program_sample(600, seed=3)

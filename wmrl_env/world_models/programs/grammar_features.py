@@ -78,9 +78,8 @@ _STEPS = (
     "SplineTransformer",
     "SelectPercentile",
 )
-_CALLED = frozenset((*_STEPS, *FAMILY_OF_CLASS))
-_CALL = re.compile(r"[A-Z][A-Za-z]+(?=\()")  # a capitalised name called: kept if in _CALLED
-_WORD = re.compile(r"\w")  # and if it starts a word
+_CALLED_REVERSED = {name[::-1]: name for name in (*_STEPS, *FAMILY_OF_CLASS)}
+_CALL_REVERSED = re.compile(r"\(([A-Za-z]+)(?!\w)")  # "(" and a whole word before it, reversed
 _ENSEMBLE = ("forest", "extra_trees")
 
 PROGRAM_COLUMNS: tuple[str, ...] = (
@@ -165,8 +164,8 @@ def _simple_keywords(arguments: str) -> dict[str, Any] | None:
     name, separated by commas, spaces, tabs and newlines, without parsing it; ``None`` for
     any other argument list."""
     found: dict[str, Any] = {}
-    at, named = 0, False
-    while arguments[at:].strip(" \t\n"):
+    at, named, end = 0, False, len(arguments.rstrip(" \t\n"))
+    while at < end:
         item = _ITEM.match(arguments, at)
         if item is None:
             return None
@@ -180,7 +179,8 @@ def _simple_keywords(arguments: str) -> dict[str, Any] | None:
             if iskeyword(name):
                 return None
             if head.isdigit() or head == ".":
-                found[name] = float(value) if any(c in value for c in ".eE") else int(value)
+                is_float = "." in value or "e" in value or "E" in value
+                found[name] = float(value) if is_float else int(value)
             elif head in "\"'":
                 found[name] = value[1:-1]
             elif value in _CONSTANTS:
@@ -215,13 +215,24 @@ def _keywords(arguments: str) -> dict[str, Any]:
     return found
 
 
+def _calls(text: str) -> list[tuple[str, int]]:
+    """The estimator calls of ``text`` in order: each name of :data:`_STEPS` or
+    :data:`FAMILY_OF_CLASS` that is a whole word followed by ``(``, and where its arguments
+    start. Searched for in the reversed text, where a match starts with ``(``, a character
+    the regular expression engine skips to fast."""
+    reversed_text, end = text[::-1], len(text)
+    calls = [
+        (_CALLED_REVERSED[m[1]], end - m.start())
+        for m in _CALL_REVERSED.finditer(reversed_text)
+        if m[1] in _CALLED_REVERSED
+    ]
+    calls.reverse()
+    return calls
+
+
 def parse_program(text: str) -> ParsedProgram | None:
     """The grammar reading of ``text`` (see the module doc); ``None`` without a model call."""
-    calls = [
-        (m.group(), m.end() + 1)  # the name, where its arguments start
-        for m in _CALL.finditer(text)
-        if m.group() in _CALLED and not (m.start() and _WORD.match(text, m.start() - 1))
-    ]
+    calls = _calls(text)
     models = [(name, end) for name, end in calls if name in FAMILY_OF_CLASS]
     if not models:
         return None
@@ -262,13 +273,14 @@ def parse_program(text: str) -> ParsedProgram | None:
     )  # fmt: skip
 
 
-_TRIPLE = re.compile("\"\"\"|'''")
 _ALL_BUT_PARENS = {
     i: None for i in range(128) if chr(i) in "\t\n" or (32 <= i < 127 and chr(i) not in "()")
 }  # str.translate keeps the parentheses and the control characters
 _DROPPED = re.compile(r"\n[ \t]*(?:#[^\n]*)?(?=\n|\Z)")  # a comment-only or blank line
 _RISKY_DROP = re.compile(r"\n[ \t]*#[^\n]*?(?:[()]|sign|coding)")
-_QUOTE_OR_HASH = re.compile(r"['\"#]")
+_ONE_STRING_LINE = re.compile(r"""[^'"#\n]*(\"\"\"|''')[^'"#\n]*\1[^'"#\n]*""")
+"""A line that holds one triple-quoted string, opened and closed on it, and no other quote
+or ``#``."""
 
 
 def comment_key(text: str) -> str | None:
@@ -291,19 +303,16 @@ def comment_key(text: str) -> str | None:
     if parens.strip("()"):
         return None
     lined = "\n" + text  # every line starts after a newline
-    if _RISKY_DROP.search(lined):
+    if "#" in text and _RISKY_DROP.search(lined):
         return None
     for mark in ('"""', "'''"):
         at = text.find(mark)
         while at >= 0:  # the lines that hold one
             start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
-            line = text[start:] if end < 0 else text[start:end]
-            marks = _TRIPLE.findall(line)  # one string, opened and closed on the line
-            if len(marks) != 2 or marks[0] != marks[1]:
+            end = len(text) if end < 0 else end
+            if not _ONE_STRING_LINE.fullmatch(text, start, end):
                 return None
-            if _QUOTE_OR_HASH.search(_TRIPLE.sub("", line)):
-                return None
-            at = -1 if end < 0 else text.find(mark, end)
+            at = text.find(mark, end)
     while "()" in parens:  # what nests empties to nothing
         parens = parens.replace("()", "")
     return None if parens else _DROPPED.sub("", lined)

@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,7 +55,6 @@ from wmrl_env.world_models.programs.grammar_features import (
     program_vector,
 )
 from wmrl_env.world_models.programs.open_space_tasks import TASK_COLUMNS, task_vector
-from wmrl_env.world_models.programs.pretraining import one_thread
 from wmrl_env.world_models.programs.residual_regression import BlockPrior, ResidualPosterior
 from wmrl_env.world_models.programs.status_model import StatusModel
 from wmrl_env.world_models.programs.tree_ensemble import TreeEnsemble
@@ -113,9 +113,9 @@ def program_blocks(level_column: bool = False) -> np.ndarray:
 def model_columns(program: np.ndarray, task: np.ndarray) -> float:
     """log10 of the columns the model is fitted on (the feature step's width)."""
     col, t = _PROGRAM_INDEX, _TASK_INDEX
-    columns = 10 ** task[t["log_columns"]] if np.isfinite(task[t["log_columns"]]) else 10.0
+    columns = 10 ** task[t["log_columns"]] if math.isfinite(task[t["log_columns"]]) else 10.0
     missing = task[t["columns_with_missing_share"]]
-    if program[col["imputer=indicator"]] and np.isfinite(missing):
+    if program[col["imputer=indicator"]] and math.isfinite(missing):
         columns *= 1 + missing
     if program[col["features=poly2"]]:
         columns += columns * (columns + 1) / 2
@@ -158,7 +158,10 @@ def status_columns(rows: np.ndarray, extra: Sequence[str]) -> np.ndarray:
 
 
 def feature_row(parsed_vector: np.ndarray, task: np.ndarray) -> np.ndarray:
-    return np.concatenate([parsed_vector, task, [model_columns(parsed_vector, task)]])
+    row = np.empty(len(COLUMNS))
+    row[: len(parsed_vector)], row[len(parsed_vector) : -1] = parsed_vector, task
+    row[-1] = model_columns(parsed_vector, task)
+    return row
 
 
 class OpenSpaceWorldModel:
@@ -275,17 +278,16 @@ class OpenSpaceWorldModel:
     def prior(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(expected reward, status probabilities (N, 5), error-class probabilities)`` of
         parsed rows, before any anchor."""
-        with one_thread():
-            status, _, errors = self.status_model.predict(status_columns(rows, self.status_inputs))
-            p_ok = status[:, 0]
-            if self.design == "ridge":
-                intercept, coefficients = self.reward
-                program = rows[:, : len(PROGRAM_COLUMNS)]
-                expected = intercept + ((program - self.z_mean) / self.z_scale) @ coefficients
-            elif self.design == "boost_reward":
-                expected = self.reward.predict(rows)
-            else:
-                expected = p_ok * np.clip(self.reward.predict(rows), *self.score_range)
+        status, _, errors = self.status_model.predict(status_columns(rows, self.status_inputs))
+        p_ok = status[:, 0]
+        if self.design == "ridge":
+            intercept, coefficients = self.reward
+            program = rows[:, : len(PROGRAM_COLUMNS)]
+            expected = intercept + ((program - self.z_mean) / self.z_scale) @ coefficients
+        elif self.design == "boost_reward":
+            expected = self.reward.predict(rows)
+        else:
+            expected = p_ok * np.clip(self.reward.predict(rows), *self.score_range)
         return np.clip(expected, *self.score_range), status, errors
 
     # ------------------------------------------------------------------ predicting
@@ -492,11 +494,10 @@ def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:
     """Whether ``program`` compiles; the grammar's rendering of its parse is valid Python by
     construction, so a program that starts with it only has the rest checked (unless the
     rest holds something whose validity depends on what came before it)."""
-    if not program.startswith('"""Solution '):  # as every rendering does
+    kinds = [k for k, i in _KIND_INDEX.items() if task[i] == 1.0]
+    if len(kinds) != 1 or not _titled_for(program, kinds[0]):
         return _compiles(program)
-    kinds = [k for k in ("binary", "multiclass", "regression")
-             if task[TASK_COLUMNS.index(f"kind_{k}")] == 1.0]  # fmt: skip
-    point = grammar_point(parsed, kinds[0]) if len(kinds) == 1 else None
+    point = grammar_point(parsed, kinds[0])
     rendering = point.render(kinds[0]) if point is not None else None
     if rendering is None or not program.startswith(rendering):
         return _compiles(program)
@@ -506,6 +507,14 @@ def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:
     return not rest or _compiles(rest)
 
 
+def _titled_for(program: str, kind: str) -> bool:
+    """Whether the first line of ``program`` can be a rendering's for ``kind``: a docstring
+    ``Solution <title> (<kind>).``, as every rendering starts."""
+    end = program.find("\n")
+    return program.startswith('"""Solution ') and program.endswith(f' ({kind})."""', 0, end)
+
+
+_KIND_INDEX = {k: TASK_COLUMNS.index(f"kind_{k}") for k in ("binary", "multiclass", "regression")}
 _CONTEXT_WORDS = ("__future__", "global", "nonlocal", "coding")
 """Text after a complete module whose validity there may differ from its own (a future
 import must come first, a global declaration after a use of the name fails, an encoding
