@@ -325,3 +325,25 @@ def test_a_program_that_ran_is_answered_from_its_runs() -> None:
                       pretrained * REPEAT_PRIOR_RUNS / (REPEAT_PRIOR_RUNS + 24))  # fmt: skip
     model.update(contexts, texts, np.clip(real + 0.3 * (-1) ** np.arange(8), 0, 1))
     assert model.repeat_noise(next(iter(model._anchors.values())).values()) > pretrained
+
+
+def test_the_pretrained_repeat_noise_is_the_committed_repeat_runs() -> None:
+    """REPEAT_NOISE is what benchmarks/pool_repeat_noise.py reports on the committed second
+    runs of the pretraining table (192 pairs), not a tuned number."""
+    import importlib.util
+    from pathlib import Path
+
+    from wmrl_env.envs.ml_tasks.pool import read_pool
+    from wmrl_env.world_models.programs.open_space_fit import REPEAT_NOISE
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location(
+        "pool_repeat_noise", root / "benchmarks" / "pool_repeat_noise.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    repeats = read_pool(root / "envs/ml_tasks/data/pool_pretrain_repeat_v1.jsonl")
+    figures = script.report(read_pool(script.TABLE), repeats)
+    assert figures["pairs"] == 192 and figures["identical_metric_share"] == 1.0
+    assert abs(figures["repeat_noise_variance"] - REPEAT_NOISE) < 5e-5
+    assert load_ml_world_model("v4").residual_prior.repeat_noise == REPEAT_NOISE
