@@ -3,6 +3,7 @@ line, and tiny end-to-end runs of the regime on the replay table."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -483,6 +484,36 @@ def test_tiny_pertask_regime_on_replay(tmp_path) -> None:
     assert again.summary["ppi"]["readings"] == result.summary["ppi"]["readings"]
     assert (tmp_path / "pertask_curves.png").stat().st_size > 1000
     assert (tmp_path / "quality_curve.png").stat().st_size > 1000
+    more = dataclasses.replace(config, seeds=3, learning_rates=(0.3, 1.0, 3.0))
+    assert run_pertask_bench(more).rates  # more seeds and rates resume the same log
+    config_text = (tmp_path / "config.json").read_text()
+    lines_before = (tmp_path / "runs.jsonl").read_text()
+    for changed, what in (({"rounds": 9}, "config.rounds"), ({"gate_scope": "cluster"},
+                                                              "config.gate_scope")):  # fmt: skip
+        with pytest.raises(ValueError, match=what):
+            run_pertask_bench(dataclasses.replace(config, **changed))
+    assert (tmp_path / "runs.jsonl").read_text() == lines_before  # nothing lost or mixed
+    assert (tmp_path / "config.json").read_text() == config_text
+
+
+def test_a_log_made_with_another_world_model_or_none_recorded_is_refused(tmp_path) -> None:
+    """A runs.jsonl whose runs were made with another world-model artifact, or an older log
+    that did not record what its runs were made with, is refused with the reason."""
+    from wmrl_env.bench.pertask_bench import _RunLog, run_fingerprint
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+
+    fingerprint = run_fingerprint(PerTaskConfig(suite="pool"))
+    row = {"key": ["main", "wmrl", 0, 1.0, "default"],
+           "run": RunRecord("wmrl", 0, [StepRecord(step=0)]).to_dict()}  # fmt: skip
+    log = tmp_path / "runs.jsonl"
+    log.write_text(json.dumps({**row, "made_with": fingerprint}) + "\n")
+    assert len(_RunLog(log, fingerprint).runs) == 1
+    other = {**fingerprint, "world_model": "0" * 64}
+    with pytest.raises(ValueError, match="another world_model"):
+        _RunLog(log, other)
+    log.write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match="older log"):
+        _RunLog(log, fingerprint)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ world models, and the reference lines; write the outputs into one folder.
 
 Folder: ``config.json``, ``runs.jsonl`` (one line per run: phase, learning rate, world
 model, the :class:`~wmrl_env.bench.records.RunRecord`; a rerun with the same ``out`` reads
-the runs already there instead of running them again), ``results.json``, ``results.md`` and
+the runs already there instead of running them again, and refuses a log made with another
+configuration, package version or world-model artifact), ``results.json``, ``results.md`` and
 the figures ``pertask_curves.png`` and ``quality_curve.png``.
 """
 
@@ -63,24 +64,83 @@ def world_model_factory(
     return lambda seed: MixedWorldModel(load(), truth, weight)
 
 
-class _RunLog:
-    """runs.jsonl: every finished run, keyed by (phase, label, seed, rate, world model)."""
+class StaleRunLog(ValueError):
+    """An output folder's runs.jsonl was made with another configuration, package version or
+    world-model artifact."""
 
-    def __init__(self, path: Path) -> None:
+
+RESUMABLE_FIELDS = frozenset(
+    {"arms", "seeds", "tuning_seeds", "learning_rates", "common_rate", "quality_weights",
+     "quality_arms", "bootstrap", "tolerance", "last_k", "out"}
+)  # fmt: skip
+"""Config fields a finished run does not depend on (each run is keyed by its phase, arm,
+seed, rate and world model, or they only shape the report): a rerun may change them."""
+
+
+def run_fingerprint(config: PerTaskConfig) -> dict[str, Any]:
+    """What a finished run of ``config`` was made with: the config fields it depends on, the
+    package version and the digest of the suite's world-model artifact. A rerun into the
+    same folder reuses runs only when this is unchanged."""
+    import hashlib
+
+    from wmrl_env import __version__
+    from wmrl_env.world_models.programs.ml_default import (
+        ARTIFACTS,
+        DEFAULT_ARTIFACT,
+        OPEN_SPACE_ARTIFACTS,
+    )
+
+    version = SUITE_WORLD_MODELS[config.suite]
+    artifact = {**ARTIFACTS, **OPEN_SPACE_ARTIFACTS}.get(version, DEFAULT_ARTIFACT)
+    fields = {k: v for k, v in config.to_dict().items() if k not in RESUMABLE_FIELDS}
+    fingerprint = {
+        "config": fields,
+        "package": __version__,
+        "world_model": hashlib.sha256(Path(artifact).read_bytes()).hexdigest(),
+    }
+    return json.loads(json.dumps(fingerprint))  # as a log line reads it back
+
+
+class _RunLog:
+    """runs.jsonl: every finished run, keyed by (phase, label, seed, rate, world model) and
+    stamped with the :func:`run_fingerprint` it was made with; a log made with another one
+    is refused, never mixed in."""
+
+    def __init__(self, path: Path, fingerprint: dict[str, Any]) -> None:
         self.path = path
+        self.fingerprint = fingerprint
         self.runs: dict[tuple, RunRecord] = {}
         if path.is_file():
-            for line in path.read_text().splitlines():
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
                 if line.strip():
                     row = json.loads(line)
+                    self._check(row.get("made_with"), number)
                     self.runs[tuple(row["key"])] = RunRecord.from_dict(row["run"])
+
+    def _check(self, made_with: dict[str, Any] | None, number: int) -> None:
+        if made_with == self.fingerprint:
+            return
+        if made_with is None:
+            what = "no record of what it was made with (an older log)"
+        else:
+            changed = sorted(
+                [f"config.{k}" for k in set(made_with["config"]) | set(self.fingerprint["config"])
+                 if made_with["config"].get(k) != self.fingerprint["config"].get(k)]
+                + [k for k in ("package", "world_model") if made_with.get(k) != self.fingerprint[k]]
+            )  # fmt: skip
+            what = "another " + ", ".join(changed)
+        raise StaleRunLog(
+            f"{self.path}, line {number}: a run made with {what}; its runs cannot be reused "
+            "for this configuration. Give a new --out (the finished runs stay where they are)."
+        )
 
     def get(self, key: tuple, make: Callable[[], RunRecord]) -> RunRecord:
         key = tuple(key)
         if key not in self.runs:
             self.runs[key] = make()
+            row = {"key": list(key), "run": self.runs[key].to_dict(), "made_with": self.fingerprint}
             with self.path.open("a") as handle:
-                handle.write(json.dumps({"key": list(key), "run": self.runs[key].to_dict()}) + "\n")
+                handle.write(json.dumps(row) + "\n")
         return self.runs[key]
 
 
@@ -102,6 +162,7 @@ def run_pertask_bench(
     start = time.perf_counter()
     folder = Path(config.out or f"runs/bench-pertask-{time.strftime('%Y%m%d-%H%M%S')}")
     folder.mkdir(parents=True, exist_ok=True)
+    log = _RunLog(folder / "runs.jsonl", run_fingerprint(config))  # refused before any write
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     if config.suite == "pool":
         from wmrl_env.bench.pool_suite import pool_bank
@@ -114,7 +175,6 @@ def run_pertask_bench(
         bank = TaskBank.of(sample_tasks(split_tasks("heldout"), config.heldout_tasks))
     version = SUITE_WORLD_MODELS[config.suite]
     make = world_model_factory(config.world_model, bank, version)
-    log = _RunLog(folder / "runs.jsonl")
 
     def run(phase: str, arm: str, seed: int, rate: float, spec: str, label: str) -> RunRecord:
         factory = make if spec == config.world_model else world_model_factory(spec, bank, version)

@@ -355,7 +355,7 @@ def run_robots(args: argparse.Namespace) -> int:
 
 def run_pertask(args: argparse.Namespace) -> int:
     """``wmrl bench --regime pertask``: progress lines, then the report."""
-    from wmrl_env.bench.pertask_bench import run_pertask_bench
+    from wmrl_env.bench.pertask_bench import StaleRunLog, run_pertask_bench
     from wmrl_env.utils.imports import MissingDependencyError, require
 
     try:
@@ -364,7 +364,11 @@ def run_pertask(args: argparse.Namespace) -> int:
     except (ValueError, MissingDependencyError) as error:
         print(f"wmrl bench: {error}", file=sys.stderr)
         return 2
-    result = run_pertask_bench(config, on_phase=lambda message: print(message, flush=True))
+    try:
+        result = run_pertask_bench(config, on_phase=lambda message: print(message, flush=True))
+    except StaleRunLog as error:
+        print(f"wmrl bench: {error}", file=sys.stderr)
+        return 2
     print()
     print(result.markdown)
     print(
