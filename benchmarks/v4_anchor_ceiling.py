@@ -14,7 +14,6 @@ posterior is the gap between the two.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 from pathlib import Path
 
@@ -55,9 +54,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    model = load_ml_world_model("v4")
+    model, ceiling = load_ml_world_model("v4"), load_ml_world_model("v4")
     prior = model.residual_prior
-    ceiling = copy.copy(model)
     ceiling.residual_prior = fit_blocks(heldout_residuals(model), prior.blocks,
                                         repeat_noise=prior.repeat_noise)  # fmt: skip
     report = {

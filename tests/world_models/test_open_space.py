@@ -319,12 +319,11 @@ def test_a_program_that_ran_is_answered_from_its_runs() -> None:
     assert all(a > b for a, b in itertools.pairwise(errors)), errors
     assert all(a > b for a, b in itertools.pairwise(stds)), stds
     assert errors[-1] < 0.02 * errors[0]
-    entries = next(iter(model._anchors.values())).values()
     pretrained = model.residual_prior.repeat_noise
-    assert np.isclose(model.repeat_noise(entries),
+    assert np.isclose(model.repeat_noise(TASK.description),
                       pretrained * REPEAT_PRIOR_RUNS / (REPEAT_PRIOR_RUNS + 24))  # fmt: skip
     model.update(contexts, texts, np.clip(real + 0.3 * (-1) ** np.arange(8), 0, 1))
-    assert model.repeat_noise(next(iter(model._anchors.values())).values()) > pretrained
+    assert model.repeat_noise(TASK.description) > pretrained
 
 
 def test_the_pretrained_repeat_noise_is_the_committed_repeat_runs() -> None:

@@ -379,19 +379,25 @@ class OpenSpaceWorldModel:
     def _posterior(self, task: str) -> ResidualPosterior:
         if task not in self._posteriors:
             entries = list(self._anchors[task].values())
-            z = np.stack([e[0] for e in entries])
-            counts = np.array([e[3] for e in entries], dtype=np.float64)
-            r = np.array([e[1] for e in entries]) / counts
+            counts, means = _runs(entries)
             self._posteriors[task] = ResidualPosterior.fit(
-                self.residual_prior, z, r, counts, self.repeat_noise(entries)
+                self.residual_prior,
+                np.stack([e[0] for e in entries]),
+                means,
+                counts,
+                self._repeat_noise(entries),
             )
         return self._posteriors[task]
 
-    def repeat_noise(self, entries: Sequence[tuple]) -> float:
-        """A task's repeat noise: the pretrained value (:attr:`BlockPrior.repeat_noise`,
-        weighted as :data:`REPEAT_PRIOR_RUNS` runs) pooled with the spread of the task's
-        own repeated runs of a program (its anchors' ``(z, sum, sum of squares, count)``)."""
-        spread = sum(squares - total**2 / count for *_, total, squares, count in entries)
+    def repeat_noise(self, context: Any) -> float:
+        """The repeat noise of the task of ``context``: the pretrained value
+        (:attr:`BlockPrior.repeat_noise`, weighted as :data:`REPEAT_PRIOR_RUNS` runs) pooled
+        with the spread of the task's own repeated runs of a program."""
+        entries = self._anchors.get(text_key(as_text(context)), {})
+        return self._repeat_noise(list(entries.values()))
+
+    def _repeat_noise(self, entries: Sequence[tuple]) -> float:
+        spread = sum(squares - total**2 / count for _, total, squares, count in entries)
         repeats = sum(count - 1 for *_, count in entries)
         prior = self.residual_prior.repeat_noise * REPEAT_PRIOR_RUNS
         return (prior + max(spread, 0.0)) / (REPEAT_PRIOR_RUNS + repeats)
@@ -406,10 +412,8 @@ class OpenSpaceWorldModel:
         entries = self._anchors[task]
         seen = [j for j, program in enumerate(programs) if program in entries]
         if seen:
-            runs = [entries[programs[j]] for j in seen]
-            counts = np.array([e[3] for e in runs], dtype=np.float64)
-            mean = np.array([e[1] for e in runs]) / counts
-            residual[seen], variance[seen] = posterior.predict_seen(z[seen], mean, counts)
+            counts, means = _runs([entries[programs[j]] for j in seen])
+            residual[seen], variance[seen] = posterior.predict_seen(z[seen], means, counts)
         return residual, variance
 
     def n_anchors(self, context: Any) -> int:
@@ -488,6 +492,12 @@ class OpenSpaceWorldModel:
             score_range=tuple(state["score_range"]),
             pretraining_tasks=tuple(state["pretraining_tasks"]),
         )
+
+
+def _runs(entries: Sequence[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """``(run counts, mean residuals)`` of anchor entries ``(z, sum, sum of squares, count)``."""
+    counts = np.array([e[3] for e in entries], dtype=np.float64)
+    return counts, np.array([e[1] for e in entries]) / counts
 
 
 def _valid(parsed: Any, program: str, task: np.ndarray) -> bool:

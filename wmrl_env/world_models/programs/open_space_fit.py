@@ -262,25 +262,24 @@ def fit_open_space(
 
 def coverage_scale(
     prior: BlockPrior,
-    residuals: Sequence[tuple[np.ndarray, ...]],
+    residuals: Sequence[tuple[np.ndarray, np.ndarray]],
     draws: int,
     rng: np.random.Generator,
 ) -> float:
     """The std scale at which ±1σ covers :data:`COVERAGE` of the tasks' ``(z, residual)``
-    or ``(z, residual, noise shape)`` around the posterior after :data:`ANCHOR_GROUPS`
-    random anchor groups (on the programs not anchored)."""
+    around the posterior after :data:`ANCHOR_GROUPS` random anchor groups (on the programs
+    not anchored)."""
     ratios = []
-    for z, r, *rest_of in residuals:
-        shape = rest_of[0] if rest_of else np.zeros(len(r))
+    for z, r in residuals:
         for groups in ANCHOR_GROUPS:
             for anchors in _anchor_draws(len(r), groups, draws, rng):
                 rest = np.setdiff1d(np.arange(len(r)), anchors)
                 posterior = (
-                    ResidualPosterior.fit(prior, z[anchors], r[anchors], shape=shape[anchors])
+                    ResidualPosterior.fit(prior, z[anchors], r[anchors])
                     if len(anchors)
                     else ResidualPosterior.empty(prior)
                 )
-                mean, variance = posterior.predict(z[rest], shape[rest])
+                mean, variance = posterior.predict(z[rest])
                 ratios.append(np.abs(r[rest] - mean) / np.sqrt(variance))
     return float(np.quantile(np.concatenate(ratios), COVERAGE))
 
