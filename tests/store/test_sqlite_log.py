@@ -15,6 +15,7 @@ import pytest
 from wmrl_env.executors.base import ExecResult, ExecStatus
 from wmrl_env.sandboxes.job import Job
 from wmrl_env.store import ExecutionLog, export_csv, export_log, export_parquet
+from wmrl_env.store.sqlite_log import _switch_to_wal
 from wmrl_env.utils.hashing import artifact_hash
 from wmrl_env.utils.imports import is_available
 
@@ -140,24 +141,54 @@ def test_many_threads_write_every_row(log) -> None:
     assert log.integrity_check() == "ok"
 
 
-def test_two_processes_append_to_one_file(tmp_path) -> None:
-    path = tmp_path / "shared.sqlite"
+def test_processes_that_open_a_new_file_together_all_append(tmp_path) -> None:
+    """Six processes wait on a start file, then open the same new database at once: the WAL
+    switch races (SQLite answers "locked" without waiting), and every process must still log."""
+    path, start = tmp_path / "shared.sqlite", tmp_path / "start"
     script = textwrap.dedent(
         f"""
-        import sys
+        import os, sys, time
         from wmrl_env.executors.base import ExecResult
         from wmrl_env.store import ExecutionLog
+        while not os.path.exists({str(start)!r}):
+            time.sleep(0.001)
         with ExecutionLog({str(path)!r}) as log:
             for i in range(40):
                 log.record(ExecResult(job_id=f"{{sys.argv[1]}}-{{i}}", status="ok", score=1.0),
                            artifact=sys.argv[1])
         """
     )
-    children = [subprocess.Popen([sys.executable, "-c", script, name]) for name in "ab"]
-    assert [child.wait(timeout=120) for child in children] == [0, 0]
+    names = "abcdef"
+    children = [subprocess.Popen([sys.executable, "-c", script, name]) for name in names]
+    start.touch()
+    assert [child.wait(timeout=120) for child in children] == [0] * len(names)
     with ExecutionLog(path) as log:
-        assert len(log) == 80
-        assert {row.artifact for row in log.rows()} == {"a", "b"}
+        assert len(log) == 40 * len(names)
+        assert {row.artifact for row in log.rows()} == set(names)
+
+
+class _LockedThenFree:
+    """A connection whose WAL switch is refused as locked ``refusals`` times."""
+
+    def __init__(self, refusals: int, message: str = "database is locked") -> None:
+        self.refusals, self.message, self.calls = refusals, message, 0
+
+    def execute(self, statement: str) -> None:
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise sqlite3.OperationalError(self.message)
+
+
+def test_the_wal_switch_retries_a_locked_database_until_its_timeout() -> None:
+    conn = _LockedThenFree(refusals=3)
+    _switch_to_wal(conn, timeout_s=5.0)
+    assert conn.calls == 4
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _switch_to_wal(_LockedThenFree(refusals=10**6), timeout_s=0.05)
+    other = _LockedThenFree(refusals=1, message="disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        _switch_to_wal(other, timeout_s=5.0)
+    assert other.calls == 1
 
 
 def test_export_csv(log, tmp_path) -> None:

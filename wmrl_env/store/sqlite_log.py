@@ -31,6 +31,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -73,6 +74,26 @@ class ExecutionRecord:
         return {name: getattr(self, name) for name in COLUMNS}
 
 
+def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Put the database in WAL mode, waiting up to ``timeout_s`` for other processes.
+
+    When several processes open a new file at once, SQLite answers the switch with "database
+    is locked" at once instead of waiting out its busy timeout (it refuses the lock upgrade to
+    avoid a deadlock), so the switch is retried here until the timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.2)
+
+
 def _nullable(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
@@ -102,7 +123,7 @@ class ExecutionLog:
         self._conn: sqlite3.Connection | None = sqlite3.connect(
             self.path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
         )
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(self._conn, busy_timeout_s)
         self._conn.execute(f"PRAGMA synchronous={synchronous}")
         with self._transaction() as conn:
             for statement in create_statements():
