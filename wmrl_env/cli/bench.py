@@ -355,7 +355,8 @@ def run_robots(args: argparse.Namespace) -> int:
 
 def run_pertask(args: argparse.Namespace) -> int:
     """``wmrl bench --regime pertask``: progress lines, then the report."""
-    from wmrl_env.bench.pertask_bench import StaleRunLog, run_pertask_bench
+    from wmrl_env.bench.pertask_bench import run_pertask_bench
+    from wmrl_env.bench.run_log import StaleRunLog
     from wmrl_env.utils.imports import MissingDependencyError, require
 
     try:
