@@ -25,7 +25,6 @@ from wmrl_env.bench.pertask import run_arm
 from wmrl_env.bench.pertask_config import SUITE_WORLD_MODELS, PerTaskConfig, parse_world_model
 from wmrl_env.bench.pertask_report import bootstrap_mean, markdown, summarise_pertask
 from wmrl_env.bench.records import RunRecord
-from wmrl_env.bench.run_log import StaleRunLog as StaleRunLog  # where it was first defined
 from wmrl_env.bench.run_log import file_digest, fingerprint, read_stamped
 
 TUNING_SEED = 1000
