@@ -2,8 +2,9 @@
 
 Compares ``runs.jsonl``, ``evaluations.jsonl``, ``seeds.jsonl`` and ``predictor.jsonl`` line
 by line (as sets of lines: processes may append in another order) with the timing fields
-(``real_exec_seconds``, ``wall_seconds``, ``wm_seconds``) removed; what a speed-up must leave
-unchanged (docs/benchmarks.md, "Cost"). Exits 1 if any file differs.
+(``real_exec_seconds``, ``wall_seconds``, ``wm_seconds``) and the ``made_with`` stamps
+removed; what a speed-up must leave unchanged (docs/benchmarks.md, "Cost"). Exits 1 if any
+file differs.
 
     python benchmarks/robot_bench_same_records.py /tmp/fc/cost/r2-main /tmp/fc/cost/r2-after
 """
@@ -17,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 FILES = ("runs.jsonl", "evaluations.jsonl", "seeds.jsonl", "predictor.jsonl")
-TIMING = frozenset({"real_exec_seconds", "wall_seconds", "wm_seconds"})
+TIMING = frozenset({"real_exec_seconds", "wall_seconds", "wm_seconds", "made_with"})
 
 
 def without_timing(value: Any) -> Any:
-    """``value`` with every timing field dropped, NaN made comparable.
+    """``value`` with every timing field (and stamp) dropped, NaN made comparable.
 
     >>> without_timing({"step": 1, "wall_seconds": 2.5, "kappa": float("nan")})
     {'step': 1, 'kappa': 'nan'}

@@ -25,6 +25,7 @@ from wmrl_env.bench.pertask import run_arm
 from wmrl_env.bench.pertask_config import SUITE_WORLD_MODELS, PerTaskConfig, parse_world_model
 from wmrl_env.bench.pertask_report import bootstrap_mean, markdown, summarise_pertask
 from wmrl_env.bench.records import RunRecord
+from wmrl_env.bench.run_log import file_digest, fingerprint, read_stamped
 
 TUNING_SEED = 1000
 """the sweep's seeds are TUNING_SEED, TUNING_SEED + 1, ...: never among the reported ones"""
@@ -64,11 +65,6 @@ def world_model_factory(
     return lambda seed: MixedWorldModel(load(), truth, weight)
 
 
-class StaleRunLog(ValueError):
-    """An output folder's runs.jsonl was made with another configuration, package version or
-    world-model artifact."""
-
-
 RESUMABLE_FIELDS = frozenset(
     {"arms", "seeds", "tuning_seeds", "learning_rates", "common_rate", "quality_weights",
      "quality_arms", "bootstrap", "tolerance", "last_k", "out"}
@@ -81,9 +77,6 @@ def run_fingerprint(config: PerTaskConfig) -> dict[str, Any]:
     """What a finished run of ``config`` was made with: the config fields it depends on, the
     package version and the digest of the suite's world-model artifact. A rerun into the
     same folder reuses runs only when this is unchanged."""
-    import hashlib
-
-    from wmrl_env import __version__
     from wmrl_env.world_models.programs.ml_default import (
         ARTIFACTS,
         DEFAULT_ARTIFACT,
@@ -92,13 +85,7 @@ def run_fingerprint(config: PerTaskConfig) -> dict[str, Any]:
 
     version = SUITE_WORLD_MODELS[config.suite]
     artifact = {**ARTIFACTS, **OPEN_SPACE_ARTIFACTS}.get(version, DEFAULT_ARTIFACT)
-    fields = {k: v for k, v in config.to_dict().items() if k not in RESUMABLE_FIELDS}
-    fingerprint = {
-        "config": fields,
-        "package": __version__,
-        "world_model": hashlib.sha256(Path(artifact).read_bytes()).hexdigest(),
-    }
-    return json.loads(json.dumps(fingerprint))  # as a log line reads it back
+    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, world_model=file_digest(artifact))
 
 
 class _RunLog:
@@ -109,30 +96,10 @@ class _RunLog:
     def __init__(self, path: Path, fingerprint: dict[str, Any]) -> None:
         self.path = path
         self.fingerprint = fingerprint
-        self.runs: dict[tuple, RunRecord] = {}
-        if path.is_file():
-            for number, line in enumerate(path.read_text().splitlines(), start=1):
-                if line.strip():
-                    row = json.loads(line)
-                    self._check(row.get("made_with"), number)
-                    self.runs[tuple(row["key"])] = RunRecord.from_dict(row["run"])
-
-    def _check(self, made_with: dict[str, Any] | None, number: int) -> None:
-        if made_with == self.fingerprint:
-            return
-        if made_with is None:
-            what = "no record of what it was made with (an older log)"
-        else:
-            changed = sorted(
-                [f"config.{k}" for k in set(made_with["config"]) | set(self.fingerprint["config"])
-                 if made_with["config"].get(k) != self.fingerprint["config"].get(k)]
-                + [k for k in ("package", "world_model") if made_with.get(k) != self.fingerprint[k]]
-            )  # fmt: skip
-            what = "another " + ", ".join(changed)
-        raise StaleRunLog(
-            f"{self.path}, line {number}: a run made with {what}; its runs cannot be reused "
-            "for this configuration. Give a new --out (the finished runs stay where they are)."
-        )
+        self.runs = {
+            tuple(row["key"]): RunRecord.from_dict(row["run"])
+            for row in read_stamped(path, fingerprint)
+        }
 
     def get(self, key: tuple, make: Callable[[], RunRecord]) -> RunRecord:
         key = tuple(key)

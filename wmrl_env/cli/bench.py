@@ -310,6 +310,7 @@ def run_robots(args: argparse.Namespace) -> int:
     """``wmrl bench --domain robosuite``: progress lines, then the table."""
     from wmrl_env.bench.robotics import run_robot_bench, write_report
     from wmrl_env.bench.robotics.report import markdown
+    from wmrl_env.bench.run_log import StaleRunLog
     from wmrl_env.utils.imports import MissingDependencyError, require
 
     try:
@@ -341,7 +342,13 @@ def run_robots(args: argparse.Namespace) -> int:
             return 2
         folder, seconds = Path(config.out), 0.0
     else:
-        result = run_robot_bench(config, on_step=on_step, on_phase=lambda m: print(m, flush=True))
+        try:
+            result = run_robot_bench(
+                config, on_step=on_step, on_phase=lambda m: print(m, flush=True)
+            )
+        except StaleRunLog as error:
+            print(f"wmrl bench: {error}", file=sys.stderr)
+            return 2
         summary, folder, seconds = result.summary, result.folder, result.seconds
     print()
     print(markdown(summary))
@@ -355,7 +362,8 @@ def run_robots(args: argparse.Namespace) -> int:
 
 def run_pertask(args: argparse.Namespace) -> int:
     """``wmrl bench --regime pertask``: progress lines, then the report."""
-    from wmrl_env.bench.pertask_bench import StaleRunLog, run_pertask_bench
+    from wmrl_env.bench.pertask_bench import run_pertask_bench
+    from wmrl_env.bench.run_log import StaleRunLog
     from wmrl_env.utils.imports import MissingDependencyError, require
 
     try:

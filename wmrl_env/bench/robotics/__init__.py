@@ -6,12 +6,13 @@ pretrained on them and its success predictors measured), the base policy's succe
 fixed held-out starts (once, shared by the arms), then every arm (:mod:`.runner`). Writes into
 one folder: ``config.json``, ``runs.jsonl`` (one line per finished run, appended: a bench
 started again with the same folder skips the runs it holds, so it resumes, and several
-processes can each run some seeds into it), ``seeds.jsonl`` (per seed: start success,
-success-predictor AUCs on held-out demonstrations), ``predictor.jsonl`` (per arm, seed and
-round: the world model's ROC AUC and calibration on the policy's own real episodes,
-:mod:`.predictor_check`, written with the run), ``evaluations.jsonl`` (per-start outcomes of
-every evaluation, for paired power analyses), ``results.json`` / ``results.md``
-(:mod:`.report`) and PNG figures.
+processes can each run some seeds into it; a folder whose runs or seeds were made with another
+configuration, package or simulator version is refused, :func:`run_fingerprint`),
+``seeds.jsonl`` (per seed: start success, success-predictor AUCs on held-out demonstrations),
+``predictor.jsonl`` (per arm, seed and round: the world model's ROC AUC and calibration on the
+policy's own real episodes, :mod:`.predictor_check`, written with the run),
+``evaluations.jsonl`` (per-start outcomes of every evaluation, for paired power analyses),
+``results.json`` / ``results.md`` (:mod:`.report`) and PNG figures.
 Needs the ``robosuite``, ``torch`` and ``bench`` extras.
 """
 
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.robotics.config import RobotBenchConfig
@@ -35,8 +37,14 @@ from wmrl_env.bench.robotics.report import (
     summarise_predictor,
     summarise_robots,
 )
+from wmrl_env.bench.run_log import fingerprint, read_stamped
 
-__all__ = ["RobotBenchConfig", "RobotBenchResult", "run_robot_bench", "write_report"]
+__all__ = ["RobotBenchConfig", "RobotBenchResult", "run_fingerprint", "run_robot_bench",
+           "write_report"]  # fmt: skip
+
+RESUMABLE_FIELDS = frozenset({"arms", "seeds", "first_seed", "cache_dir", "out"})
+"""Config fields a finished run does not depend on (runs are keyed by arm and seed; the
+base-policy cache is keyed by task, seed and recipe): a rerun may change them."""
 
 
 @dataclass(frozen=True)
@@ -63,12 +71,24 @@ def _append(path: Path, row: dict) -> None:
         os.close(fd)
 
 
+def run_fingerprint(config: RobotBenchConfig) -> dict[str, Any]:
+    """What a finished run of ``config`` was made with: the config fields it depends on, the
+    package version and the simulator's (robosuite, MuJoCo). A rerun into the same folder
+    reuses runs and seeds only when this is unchanged."""
+    from importlib.metadata import version
+
+    simulator = {name: version(name) for name in ("robosuite", "mujoco")}
+    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, simulator=simulator)
+
+
 def run_robot_bench(
     config: RobotBenchConfig,
     on_step: Callable[[str, int, StepRecord], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> RobotBenchResult:
-    """Run every arm and seed not already in the folder; write the outputs."""
+    """Run every arm and seed not already in the folder; write the outputs. A folder whose
+    runs were made with another :func:`run_fingerprint` raises
+    :class:`~wmrl_env.bench.run_log.StaleRunLog` before anything is written."""
     import torch
 
     from wmrl_env.bench.robotics.evaluation import Evaluator
@@ -79,12 +99,13 @@ def run_robot_bench(
     began = time.perf_counter()
     folder = Path(config.out or f"runs/robot-bench-{time.strftime('%Y%m%d-%H%M%S')}")
     folder.mkdir(parents=True, exist_ok=True)
+    made_with = run_fingerprint(config)
+    done = {(r["arm"], r["seed"]) for r in read_stamped(folder / "runs.jsonl", made_with)}
+    seeds_done = {row["seed"]: row for row in read_stamped(folder / "seeds.jsonl", made_with)}
     (folder / f"config-seed{config.first_seed}.json").write_text(
         json.dumps(config.to_dict(), indent=2) + "\n"
     )
     say = on_phase or (lambda message: None)
-    done = {(r["arm"], r["seed"]) for r in _read_lines(folder / "runs.jsonl")}
-    seeds_done = {row["seed"]: row for row in _read_lines(folder / "seeds.jsonl")}
     for seed in config.seed_list:
         todo = [arm for arm in config.arms if (arm, seed) not in done]
         if not todo:
@@ -110,6 +131,7 @@ def run_robot_bench(
                         "predictor_auc": asdict(auc) if auc else None,
                         "demo_episodes": int(start.demos.num_episodes),
                         "demo_success": float(start.demos.episode_success.mean()),
+                        "made_with": made_with,
                     },
                 )
             for arm in todo:
@@ -126,7 +148,7 @@ def run_robot_bench(
                 )  # fmt: skip
                 for name, row in details:
                     _append(folder / f"{name}.jsonl", row)
-                _append(folder / "runs.jsonl", run.to_dict())
+                _append(folder / "runs.jsonl", {**run.to_dict(), "made_with": made_with})
         finally:
             evaluator.close()
             start.task_envs.close()
@@ -148,7 +170,8 @@ def write_report(folder: Path) -> tuple[RobotSummary, list[RunRecord]]:
     if not runs:
         raise ValueError(f"{folder}/runs.jsonl holds no finished run")
     summary = summarise_robots(runs)
-    seeds = _read_lines(folder / "seeds.jsonl")
+    seeds = [{k: v for k, v in row.items() if k != "made_with"}
+             for row in _read_lines(folder / "seeds.jsonl")]  # fmt: skip
     checks = summarise_predictor(_read_lines(folder / "predictor.jsonl"))
     results = {**summary.to_json(), "seeds": seeds, "runs": len(runs), "predictor": checks}
     (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
