@@ -425,9 +425,12 @@ def test_pertask_config_and_cli() -> None:
         ({"ucb_kappa": -1.0}, "ucb_kappa"),
         ({"gate_scope": "task"}, "gate_scope"),
         ({"execute_per_group": 2, "screening": "top"}, "ppi"),  # the default arms hold ppi
+        ({"execute_per_group": 1}, "cannot run the wmrl arm"),  # ... and wmrl
+        ({"execute_per_group": 1, "arms": ("anchors",), "quality_weights": (0.5,)}, "wmrl arm"),
     ):
         with pytest.raises(ValueError, match=message):
             PerTaskConfig(**bad)
+    PerTaskConfig(execute_per_group=1, arms=("anchors", "debias", "ppi"))
     with pytest.raises(ValueError, match="--regime pertask"):
         config_from_args(
             parser.parse_args(["bench", "--regime", "crosstask", "--execute-per-group", "2"])

@@ -91,6 +91,29 @@ def test_an_open_gate_places_the_screened_members_by_their_calibrated_difference
     np.testing.assert_allclose(out.rewards[members & ~ran], level[members & ~ran], rtol=1e-12)
 
 
+def test_one_executed_member_a_group_leaves_wmrl_nothing_to_learn() -> None:
+    """Why a round refuses ``execute_per_group=1`` under ``wmrl``: an accurate world model
+    (real noise 0.01), 30 steps. With one executed member per anchor group the gate gains no
+    evidence (a member centred on itself is 0), its weight stays 0 and every advantage is 0;
+    with two it opens and the advantages move."""
+    world = SyntheticWorld(num_groups=GROUPS, group_size=SIZE, real_noise=0.01)
+    for keep in (1, 2):
+        rng = np.random.default_rng(6)
+        fusion = RewardFusion(method="wmrl", anchor_fraction=0.5, seed=1)
+        moved = 0.0
+        for step in range(30):
+            b = world.sample(rng, step)
+            anchors = fusion.select_anchors(b.group_ids)
+            chosen, member_pi = screen_members(b.group_ids, b.wm_scores, keep, rng)
+            executed = fusion.screen_anchors(chosen & anchors, member_pi)
+            out = fusion.step(b.group_ids, b.wm_scores, np.where(executed, b.real_scores, np.nan))
+            moved = max(moved, float(np.abs(out.advantages).max()))
+        if keep == 1:
+            assert fusion.wm_weight == 0.0 and moved < 1e-12
+        else:
+            assert fusion.wm_weight > 0.3 and moved > 0.1
+
+
 def test_known_outcomes_do_not_spend_the_screening_budget() -> None:
     """Two anchor groups of 8, 2 executions asked per group, one unparseable program in each
     (an invalid prediction, its outcome known): 4 real executions, not 16 (a non-finite

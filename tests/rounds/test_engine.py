@@ -78,6 +78,11 @@ def test_top_screening_with_ppi_and_uncertainty_without_a_std_are_refused() -> N
             RewardFusion(method="ppi"),
             selection=AnchorSelection(execute_per_group=1, screening="top"),
         )
+    with pytest.raises(ValueError, match="execute_per_group=1 cannot be used with method 'wmrl'"):
+        AnchoredRound(RewardFusion(), selection=AnchorSelection(execute_per_group=1))
+    for fusion in (RewardFusion(wm_gate="off"), RewardFusion(method="debias"),
+                   RewardFusion(method="ppi")):  # fmt: skip
+        AnchoredRound(fusion, selection=AnchorSelection(execute_per_group=1))
     engine = AnchoredRound(RewardFusion(), selection=AnchorSelection(priority="uncertainty"))
     with pytest.raises(ValueError, match="needs a world model that returns a std"):
         engine.plan(IDS, prediction(std=False))

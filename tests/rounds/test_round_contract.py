@@ -343,7 +343,9 @@ class TestPerTaskBenchRound(AnchoredRoundContract):
         from wmrl_env.bench.pertask_config import PerTaskConfig
 
         s = self.scenario
-        config = PerTaskConfig(group_size=s.group_size, execute_per_group=keep or 0)
+        config = PerTaskConfig(
+            group_size=s.group_size, execute_per_group=keep or 0, arms=(fusion.method,)
+        )
         engine = pertask.round_engine(fusion, config, rng, keep or 0, s.failure_score, limit)
         return config, engine
 

@@ -41,6 +41,7 @@ def make_envs(log=None, world_model=None, method="wmrl", **kwargs):
         ({"execute_per_group": G}, "execute_per_group must be in"),
         ({"execute_per_group": 1.5}, "execute_per_group must be an int"),
         ({"execute_per_group": True}, "execute_per_group must be an int"),
+        ({"execute_per_group": 1}, "execute_per_group=1 cannot be used with method 'wmrl'"),
         ({"screening": "best"}, "screening must be one of"),
         ({"ucb_kappa": -1.0}, "ucb_kappa"),
         ({"ucb_kappa": float("inf")}, "ucb_kappa"),
@@ -69,7 +70,7 @@ def test_screening_executes_k_members_of_each_anchor_group(screening) -> None:
     from the upper bounds; their inclusion probability is pi_g * pi_{i|g}; the rest are
     scored by the fusion (a NaN real score, not an anchor)."""
     log = CallLog()
-    envs = make_envs(log, execute_per_group=1, screening=screening, ucb_kappa=0.5)
+    envs = make_envs(log, execute_per_group=2, screening=screening, ucb_kappa=0.5)
     twin = RewardFusion(method="wmrl", anchor_fraction=0.25, seed=0)
     obs, reset_info = envs.reset(seed=4)
     twin.reseed([4, ANCHOR_STREAM])
@@ -81,19 +82,21 @@ def test_screening_executes_k_members_of_each_anchor_group(screening) -> None:
     scores, std = model.predict(obs, actions)
     upper = scores + 0.5 * std
     executed, member_pi = screen_members(
-        info["group_id"], upper, 1, np.random.default_rng([4, SCREEN_STREAM]), screening
+        info["group_id"], upper, 2, np.random.default_rng([4, SCREEN_STREAM]), screening
     )
     executed &= groups
     np.testing.assert_array_equal(info["is_anchor"], executed)
-    assert log.count("step") == executed.sum() == groups.sum() // G
+    assert log.count("step") == executed.sum() == 2 * (groups.sum() // G)
     assert np.isnan(info["real_score"][groups & ~executed]).all()
     group_pi = twin.inclusion_probabilities
     np.testing.assert_allclose(
         info["inclusion_probability"][executed], (group_pi * member_pi)[executed]
     )
-    if screening == "top":  # the executed member has its group's highest upper bound
-        best = upper.reshape(M, G).max(axis=1)
-        np.testing.assert_allclose(upper[executed], best[groups.reshape(M, G)[:, 0]])
+    if screening == "top":  # the executed members have their group's two highest bounds
+        anchored = groups.reshape(M, G)[:, 0]
+        two_best = np.sort(upper.reshape(M, G), axis=1)[:, -2:]
+        ran = np.sort(upper[executed].reshape(-1, 2), axis=1)
+        np.testing.assert_allclose(ran, two_best[anchored])
     envs.close()
 
 
@@ -130,7 +133,7 @@ def test_ucb_anchors_are_drawn_from_the_upper_bound_above_the_best_so_far() -> N
 def test_a_group_with_an_invalid_prediction_is_executed_whole() -> None:
     log = CallLog()
     model = UncertainBanditModel(PAYOFF, scale=0.5, bias=0.2, invalid_actions=(3,))
-    envs = make_envs(log, world_model=model, execute_per_group=1, screening="pps")
+    envs = make_envs(log, world_model=model, execute_per_group=2, screening="pps")
     envs.reset(seed=0)
     actions = np.tile([0, 1, 2, 3], M)  # every group holds an invalid prediction
     _, _, _, _, info = envs.step(actions)
@@ -148,6 +151,7 @@ def test_screening_never_executes_a_known_outcome(screening) -> None:
     envs = make_envs(
         log,
         execute_per_group=1,
+        method="debias",
         screening=screening,
         known_failure=lambda action: int(action) == 3,
         failure_score=0.0,

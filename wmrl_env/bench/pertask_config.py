@@ -29,6 +29,7 @@ from wmrl_env.bench.config import ARMS
 from wmrl_env.bench.factorized import POLICIES
 from wmrl_env.bench.tabular import OPTIMIZERS
 from wmrl_env.fusion.validation import GATE_SCOPES
+from wmrl_env.rounds.plan import ONE_EXECUTED_MEMBER
 
 ANCHOR_DRAWS: tuple[str, ...] = ("balanced", "random", "ucb", "balanced-ucb")
 SCREENINGS: tuple[str, ...] = ("pps", "top")
@@ -151,6 +152,12 @@ class PerTaskConfig:
             raise ValueError(
                 "screening 'top' cannot run the ppi arm: members left out with probability 0 "
                 "have no unbiased correction; use screening 'pps' or leave ppi out"
+            )
+        runs_wmrl = "wmrl" in self.arms or ("wmrl" in self.quality_arms and self.quality_weights)
+        if self.execute_per_group == 1 and runs_wmrl:
+            raise ValueError(
+                f"execute_per_group 1 cannot run the wmrl arm: {ONE_EXECUTED_MEMBER}; "
+                "execute at least 2, or leave wmrl out"
             )
         if self.gate_scope not in GATE_SCOPES:
             raise ValueError(f"gate_scope must be one of {GATE_SCOPES}, got {self.gate_scope!r}")

@@ -64,7 +64,7 @@ from wmrl_env.fusion.groups import GroupIndex
 from wmrl_env.rounds.finish import ROUND_METRICS, FinishedRound, finish_round, prediction_valid
 from wmrl_env.rounds.health import DEFAULT_MAX_INFRASTRUCTURE_FAILURES, InfrastructureHealth
 from wmrl_env.rounds.outside import plan_from_fates, plan_with_inclusion
-from wmrl_env.rounds.plan import AnchorSelection, RoundPlan
+from wmrl_env.rounds.plan import ONE_EXECUTED_MEMBER, AnchorSelection, RoundPlan
 from wmrl_env.rounds.record import RealRecord
 from wmrl_env.world_models.base import Prediction
 
@@ -104,6 +104,15 @@ class AnchoredRound:
             raise ValueError(
                 "screening='top' cannot be used with method 'ppi': members left out with "
                 "probability 0 have no unbiased correction; use screening='pps'"
+            )
+        gated_wmrl = getattr(fusion, "method", None) == "wmrl" and (
+            getattr(fusion, "wm_gate", None) == "evidence"
+        )
+        if self.selection.execute_per_group == 1 and gated_wmrl:
+            raise ValueError(
+                f"execute_per_group=1 cannot be used with method 'wmrl': {ONE_EXECUTED_MEMBER}; "
+                "execute at least 2 members of each anchor group, or use 'debias', 'denoise' "
+                "or 'ppi'"
             )
 
     # -- plan -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from wmrl_env.sandboxes.pregate import PreGate
 
 __all__ = [
     "ANCHOR_PRIORITIES",
+    "ONE_EXECUTED_MEMBER",
     "AnchorSelection",
     "RoundPlan",
     "check_known_failure",
@@ -25,6 +26,13 @@ __all__ = [
 ]
 
 ANCHOR_PRIORITIES: tuple[str, ...] = ("uniform", "uncertainty", "ucb")
+
+ONE_EXECUTED_MEMBER = (
+    "one executed member per anchor group gives 'wmrl' no real comparison within a group: its "
+    "evidence gate never gains evidence, the world model's weight stays 0 and every advantage "
+    "is 0, so nothing is learned"
+)
+"""Why screening down to one member is refused under ``wmrl`` with its evidence gate."""
 
 
 @dataclass

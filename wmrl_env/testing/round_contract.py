@@ -127,7 +127,7 @@ class AnchoredRoundContract:
         model = ScenarioWorldModel(s, unparseable=True)
         for seed in range(20):
             executor = ScenarioExecutor(s)
-            fusion = self.make_fusion(seed, method="wmrl", anchor_fraction=0.5)
+            fusion = self.make_fusion(seed, method="debias", anchor_fraction=0.5)
             played = self.play(fusion, seed, executor, world_model=model, execute_per_group=1)
             assert not any(s.is_known_failure(a) for _, a in executor.executed), (
                 "screening executed a known failure"

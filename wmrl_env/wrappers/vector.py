@@ -255,11 +255,10 @@ class WorldModelVectorEnv(VectorEnv):
         for method in ("select_anchors", "force_anchors", "screen_anchors", "step"):
             if not callable(getattr(self.fusion, method, None)):
                 raise TypeError(f"fusion must be a RewardFusion, got {self.fusion!r}")
-        if execute_per_group is not None and screening == "top" and self.fusion.method == "ppi":
-            raise ValueError(
-                "screening='top' cannot be used with method 'ppi': members left out with "
-                "probability 0 have no unbiased correction; use screening='pps'"
-            )
+        # the round engine's own checks of the fusion against the screening, at construction
+        AnchoredRound(self.fusion, selection=AnchorSelection(
+            execute_per_group=execute_per_group, screening=screening, rng=np.random.default_rng(0)
+        ))  # fmt: skip
         if self.kind == "dynamics" and shadow == "open" and self.fusion.method == "ppi":
             raise ValueError(
                 "method 'ppi' on a multi-step task needs shadow='closed' (with an "
