@@ -516,6 +516,32 @@ def test_a_log_made_with_another_world_model_or_none_recorded_is_refused(tmp_pat
         _RunLog(log, fingerprint)
 
 
+def test_the_stamp_covers_every_file_the_world_model_loads(tmp_path, monkeypatch) -> None:
+    """v3 (the first suite's) loads its status model beside its artifact: a log made with
+    another status model is refused; v4 (the pool suite's) loads its artifact alone."""
+    from wmrl_env.bench.pertask_bench import _RunLog, run_fingerprint
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+    from wmrl_env.bench.run_log import StaleRunLog, file_digest
+    from wmrl_env.world_models.programs import ml_default
+
+    config = PerTaskConfig(suite="v1")
+    made = run_fingerprint(config)
+    assert made["world_model"] == file_digest(ml_default.ARTIFACTS["v3"])
+    assert made["status_model"] == file_digest(ml_default.STATUS_ARTIFACTS["v3"])
+    pool = run_fingerprint(PerTaskConfig(suite="pool"))
+    assert set(pool) == {"config", "package", "world_model"}
+    assert pool["world_model"] == file_digest(ml_default.OPEN_SPACE_ARTIFACTS["v4"])
+    log = tmp_path / "runs.jsonl"
+    run = RunRecord("wmrl", 0, [StepRecord(step=0)]).to_dict()
+    row = {"key": ["main", "wmrl", 0, 1.0, "default"], "run": run, "made_with": made}
+    log.write_text(json.dumps(row) + "\n")
+    status = tmp_path / "ml_status_v3.npz"
+    status.write_bytes(ml_default.STATUS_ARTIFACTS["v3"].read_bytes() + b"\0")
+    monkeypatch.setitem(ml_default.STATUS_ARTIFACTS, "v3", status)
+    with pytest.raises(StaleRunLog, match="another status_model"):
+        _RunLog(log, run_fingerprint(config))
+
+
 @pytest.mark.parametrize(
     ("draw", "screening", "arm"),
     [("balanced-ucb", "pps", "ppi"), ("ucb", "top", "wmrl"), ("random", "pps", "wmrl")],
