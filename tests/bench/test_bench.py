@@ -234,6 +234,53 @@ def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     assert BenchConfig(**json.loads((tmp_path / "config.json").read_text())) == config
 
 
+@pytest.mark.torch
+def test_the_cross_task_regime_keeps_finished_runs(tmp_path, monkeypatch) -> None:
+    """A rerun into the same folder keeps the finished runs and runs only the missing seeds;
+    a folder made with another configuration, a per-task folder and an unstamped log are
+    refused (exit 2 from the command line) with every byte left as it was."""
+    from wmrl_env.bench import run_bench, runner
+    from wmrl_env.bench.run_log import StaleRunLog
+    from wmrl_env.cli.main import main
+
+    config = BenchConfig(
+        arms=("wm",), train_tasks=6, heldout_tasks=4, world_model="random", seeds=1,
+        iterations=2, num_groups=2, group_size=3, eval_every=1, out=str(tmp_path / "cross"),
+    )  # fmt: skip
+    run_bench(config)
+    log = tmp_path / "cross" / "runs.jsonl"
+    first = log.read_bytes()
+    ran = []
+    run_one = runner.run_one
+    monkeypatch.setattr(runner, "run_one", lambda c, arm, seed, *a, **k: ran.append(seed)
+                        or run_one(c, arm, seed, *a, **k))  # fmt: skip
+    result = run_bench(dataclasses.replace(config, seeds=2))
+    assert ran == [1] and log.read_bytes().startswith(first)
+    assert [(r.arm, r.seed) for r in result.runs] == [("wm", 0), ("wm", 1)]
+    assert result.runs[0] == RunRecord.from_dict(json.loads(first))
+    kept, config_text = log.read_bytes(), (tmp_path / "cross" / "config.json").read_text()
+    with pytest.raises(StaleRunLog, match=r"config\.iterations"):
+        run_bench(dataclasses.replace(config, iterations=3))
+    assert log.read_bytes() == kept and ran == [1]
+    assert (tmp_path / "cross" / "config.json").read_text() == config_text
+    pertask = tmp_path / "pertask"
+    pertask.mkdir()
+    from wmrl_env.bench.pertask_bench import run_fingerprint
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+
+    row = {"key": ["main", "wm", 0, 1.0, "default"], "run": json.loads(first),
+           "made_with": run_fingerprint(PerTaskConfig())}  # fmt: skip
+    (pertask / "runs.jsonl").write_text(json.dumps(row) + "\n")
+    unstamped = tmp_path / "old"
+    unstamped.mkdir()
+    (unstamped / "runs.jsonl").write_text(json.dumps(RunRecord("wm", 0).to_dict()) + "\n")
+    for folder in (pertask, unstamped):
+        before = (folder / "runs.jsonl").read_bytes()
+        assert main(["bench", "--regime", "crosstask", "--out", str(folder)]) == 2
+        assert (folder / "runs.jsonl").read_bytes() == before
+        assert sorted(p.name for p in folder.iterdir()) == ["runs.jsonl"]
+
+
 def _table_is_current() -> bool:
     from wmrl_env.envs.ml_tasks.tables import table_path
 
