@@ -6,12 +6,14 @@ turn's program is then run alone (a one-turn episode from the same start) so bot
 scores are real. Prints the mean gain (final private minus first turn's private) with a
 bootstrap interval over tasks and starts, per task and per task family. Episodes are appended
 to ``--out`` with every turn (the observation before it, the program, the real report) and
-skipped when rerun, so an interrupted run resumes.
+skipped when rerun, so an interrupted run resumes; each line is stamped with what it was made
+with (the executor and the package version), and a log made otherwise, or not stamped, is
+refused (``StaleRunLog``, exit 2) before any episode is played.
 
 ``--fidelity VERSION`` runs nothing new: it asks the simulator over ML world model
-``VERSION`` (e.g. ``v4``) for every recorded real turn of the K-turn episodes, from the real
-observation before it, and prints its fidelity per turn (status accuracy against the all-ok
-baseline, error-class accuracy on real failures, score Spearman)
+``VERSION`` (e.g. ``v4``) for every recorded real turn of the K-turn episodes (stamped or
+not), from the real observation before it, and prints its fidelity per turn (status accuracy
+against the all-ok baseline, error-class accuracy on real failures, score Spearman)
 (:mod:`wmrl_env.bench.multiturn_private`).
 
 Example:
@@ -28,7 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -40,6 +44,7 @@ from wmrl_env.bench.multiturn_private import (
     private_gains,
     turn_fidelity,
 )
+from wmrl_env.bench.run_log import StaleRunLog, fingerprint, read_stamped
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -58,12 +63,15 @@ def main(argv: Sequence[str] | None = None) -> str:
     args = parser.parse_args(argv)
     tasks = SUITES[args.tasks]
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    made_with = fingerprint({"executor": args.executor}, resumable=())
     done: dict[tuple[str, int, int], dict] = {}
-    if os.path.exists(args.out):
-        with open(args.out) as previous:
-            for line in previous:
-                row = json.loads(line)
-                done[(row["task"], row["seed"], row["turns"])] = row
+    if args.fidelity is None:  # new episodes join only a log made the same way
+        rows = read_stamped(Path(args.out), made_with)
+    else:  # reads the recorded turns, runs nothing
+        text = Path(args.out).read_text() if os.path.exists(args.out) else ""
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for row in rows:
+        done[(row["task"], row["seed"], row["turns"])] = row
     if args.fidelity is not None:
         from wmrl_env.world_models.programs.ml_default import load_ml_world_model
 
@@ -85,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> str:
             for row in play_starts(task, range(args.starts), args.turns, skip=skip,
                                    executor=executor):  # fmt: skip
                 done[(task, row["seed"], row["turns"])] = row
-                out.write(json.dumps(row) + "\n")
+                out.write(json.dumps({**row, "made_with": made_with}) + "\n")
                 out.flush()
     gains = private_gains(done, tasks, args.starts, args.turns)
     mean, (low, high) = bootstrap_interval(gains)
@@ -115,4 +123,8 @@ def main(argv: Sequence[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except StaleRunLog as error:
+        print(f"multiturn_private: {error}", file=sys.stderr)
+        sys.exit(2)

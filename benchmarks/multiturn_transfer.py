@@ -10,7 +10,11 @@ cached under ``--cache-dir``), GRPO over episodes per arm and seed, and its beha
 repeats, runs after a failure) under real and simulated feedback
 (:mod:`wmrl_env.bench.multiturn_lm`); its programs replay the execution table where it holds
 them and run live in the local sandbox otherwise. Each finished run is appended to
-``<out>/runs.jsonl``: run the same command again to resume. Writes ``<out>/results.md``.
+``<out>/runs.jsonl``, stamped with what it was made with
+(:func:`~wmrl_env.bench.multiturn.transfer_fingerprint`: the config apart from arms and
+seeds, the package version, the world model's files and the cloned LM's): run the same
+command again to resume; a folder whose runs were made otherwise, or not stamped, is
+refused (``StaleRunLog``, exit 2) before any run. Writes ``<out>/results.md``.
 
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --out runs/multiturn_transfer
     PYTHONPATH=. nice python benchmarks/multiturn_transfer.py --policy lm \\
@@ -30,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from wmrl_env.bench.multiturn import TransferConfig, markdown, run_transfer
-from wmrl_env.world_models import load_default_ml_world_model
+from wmrl_env.bench.multiturn import TransferConfig, markdown, run_transfer, transfer_fingerprint
+from wmrl_env.bench.run_log import StaleRunLog, read_stamped
+from wmrl_env.world_models.programs.ml_default import load_ml_world_model
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -63,22 +69,25 @@ def main(argv: list[str] | None = None) -> str:
     config = config_class(**(values | {"arms": tuple(args.arms.split(","))}))
     out = args.out or Path("runs/multiturn_transfer" + ("_lm" if args.policy == "lm" else ""))
     out.mkdir(parents=True, exist_ok=True)
+    version = "v4" if config.suite == "pool" else "v3"  # v4: the second suite's programs
+    reviser = None
+    if args.policy == "lm":
+        from wmrl_env.code_policy.lm_reviser import make_lm_reviser
+
+        reviser = make_lm_reviser(config.bc_seed, args.cache_dir, max_turns=config.max_turns)
+    made_with = transfer_fingerprint(config, version, reviser)
     log = out / "runs.jsonl"
-    finished = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    finished = [{k: v for k, v in row.items() if k != "made_with"}
+                for row in read_stamped(log, made_with)]  # fmt: skip
 
     def append(run: dict) -> None:
         with log.open("a") as handle:
-            handle.write(json.dumps(run) + "\n")
+            handle.write(json.dumps({**run, "made_with": made_with}) + "\n")
             handle.flush()
 
-    if config.suite == "pool":  # the open-space world model: the second suite's programs
-        from wmrl_env.world_models.programs.ml_default import load_ml_world_model
-
-        world_model = load_ml_world_model("v4")
-    else:
-        world_model = load_default_ml_world_model()
-    if args.policy == "lm":
-        text = _run_lm(config, world_model, args.cache_dir, finished, append, out)
+    world_model = load_ml_world_model(version)
+    if reviser is not None:
+        text = _run_lm(config, world_model, reviser, finished, append, out)
     else:
         results = run_transfer(config, world_model, finished, on_run=append)
         (out / "results.json").write_text(json.dumps(results, indent=1))
@@ -88,14 +97,12 @@ def main(argv: list[str] | None = None) -> str:
     return text
 
 
-def _run_lm(config: Any, world_model: Any, cache_dir: Path, finished, append, out: Path) -> str:
+def _run_lm(config: Any, world_model: Any, path: Path, finished, append, out: Path) -> str:
     from wmrl_env.bench.multiturn import _suite_executor
     from wmrl_env.bench.multiturn_lm import lm_markdown, run_lm_transfer
     from wmrl_env.code_policy import ReplayOrLiveExecutor
-    from wmrl_env.code_policy.lm_reviser import make_lm_reviser
     from wmrl_env.envs.ml_tasks.sandbox import default_sandbox
 
-    path = make_lm_reviser(config.bc_seed, cache_dir, max_turns=config.max_turns)
     replay = _suite_executor(config.suite)  # read once, shared: closing it would empty it
     with default_sandbox(max_workers=1, warm=True) as live:
         executor = ReplayOrLiveExecutor(replay, live)
@@ -106,4 +113,8 @@ def _run_lm(config: Any, world_model: Any, cache_dir: Path, finished, append, ou
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except StaleRunLog as error:
+        print(f"multiturn_transfer: {error}", file=sys.stderr)
+        sys.exit(2)

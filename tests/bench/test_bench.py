@@ -234,6 +234,53 @@ def test_tiny_regime_on_replay_writes_consistent_outputs(tmp_path) -> None:
     assert BenchConfig(**json.loads((tmp_path / "config.json").read_text())) == config
 
 
+@pytest.mark.torch
+def test_the_cross_task_regime_keeps_finished_runs(tmp_path, monkeypatch) -> None:
+    """A rerun into the same folder keeps the finished runs and runs only the missing seeds;
+    a folder made with another configuration, a per-task folder and an unstamped log are
+    refused (exit 2 from the command line) with every byte left as it was."""
+    from wmrl_env.bench import run_bench, runner
+    from wmrl_env.bench.run_log import StaleRunLog
+    from wmrl_env.cli.main import main
+
+    config = BenchConfig(
+        arms=("wm",), train_tasks=6, heldout_tasks=4, world_model="random", seeds=1,
+        iterations=2, num_groups=2, group_size=3, eval_every=1, out=str(tmp_path / "cross"),
+    )  # fmt: skip
+    run_bench(config)
+    log = tmp_path / "cross" / "runs.jsonl"
+    first = log.read_bytes()
+    ran = []
+    run_one = runner.run_one
+    monkeypatch.setattr(runner, "run_one", lambda c, arm, seed, *a, **k: ran.append(seed)
+                        or run_one(c, arm, seed, *a, **k))  # fmt: skip
+    result = run_bench(dataclasses.replace(config, seeds=2))
+    assert ran == [1] and log.read_bytes().startswith(first)
+    assert [(r.arm, r.seed) for r in result.runs] == [("wm", 0), ("wm", 1)]
+    assert result.runs[0] == RunRecord.from_dict(json.loads(first))
+    kept, config_text = log.read_bytes(), (tmp_path / "cross" / "config.json").read_text()
+    with pytest.raises(StaleRunLog, match=r"config\.iterations"):
+        run_bench(dataclasses.replace(config, iterations=3))
+    assert log.read_bytes() == kept and ran == [1]
+    assert (tmp_path / "cross" / "config.json").read_text() == config_text
+    pertask = tmp_path / "pertask"
+    pertask.mkdir()
+    from wmrl_env.bench.pertask_bench import run_fingerprint
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+
+    row = {"key": ["main", "wm", 0, 1.0, "default"], "run": json.loads(first),
+           "made_with": run_fingerprint(PerTaskConfig())}  # fmt: skip
+    (pertask / "runs.jsonl").write_text(json.dumps(row) + "\n")
+    unstamped = tmp_path / "old"
+    unstamped.mkdir()
+    (unstamped / "runs.jsonl").write_text(json.dumps(RunRecord("wm", 0).to_dict()) + "\n")
+    for folder in (pertask, unstamped):
+        before = (folder / "runs.jsonl").read_bytes()
+        assert main(["bench", "--regime", "crosstask", "--out", str(folder)]) == 2
+        assert (folder / "runs.jsonl").read_bytes() == before
+        assert sorted(p.name for p in folder.iterdir()) == ["runs.jsonl"]
+
+
 def _table_is_current() -> bool:
     from wmrl_env.envs.ml_tasks.tables import table_path
 
@@ -517,6 +564,32 @@ def test_a_log_made_with_another_world_model_or_none_recorded_is_refused(tmp_pat
     log.write_text(json.dumps(row) + "\n")
     with pytest.raises(ValueError, match="older log"):
         _RunLog(log, fingerprint)
+
+
+def test_the_stamp_covers_every_file_the_world_model_loads(tmp_path, monkeypatch) -> None:
+    """v3 (the first suite's) loads its status model beside its artifact: a log made with
+    another status model is refused; v4 (the pool suite's) loads its artifact alone."""
+    from wmrl_env.bench.pertask_bench import _RunLog, run_fingerprint
+    from wmrl_env.bench.pertask_config import PerTaskConfig
+    from wmrl_env.bench.run_log import StaleRunLog, file_digest
+    from wmrl_env.world_models.programs import ml_default
+
+    config = PerTaskConfig(suite="v1")
+    made = run_fingerprint(config)
+    assert made["world_model"] == file_digest(ml_default.ARTIFACTS["v3"])
+    assert made["status_model"] == file_digest(ml_default.STATUS_ARTIFACTS["v3"])
+    pool = run_fingerprint(PerTaskConfig(suite="pool"))
+    assert set(pool) == {"config", "package", "world_model"}
+    assert pool["world_model"] == file_digest(ml_default.OPEN_SPACE_ARTIFACTS["v4"])
+    log = tmp_path / "runs.jsonl"
+    run = RunRecord("wmrl", 0, [StepRecord(step=0)]).to_dict()
+    row = {"key": ["main", "wmrl", 0, 1.0, "default"], "run": run, "made_with": made}
+    log.write_text(json.dumps(row) + "\n")
+    status = tmp_path / "ml_status_v3.npz"
+    status.write_bytes(ml_default.STATUS_ARTIFACTS["v3"].read_bytes() + b"\0")
+    monkeypatch.setitem(ml_default.STATUS_ARTIFACTS, "v3", status)
+    with pytest.raises(StaleRunLog, match="another status_model"):
+        _RunLog(log, run_fingerprint(config))
 
 
 @pytest.mark.parametrize(

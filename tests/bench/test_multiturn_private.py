@@ -96,11 +96,15 @@ def _script():
 
 def test_a_finished_run_resumes_without_executing(tmp_path, records, monkeypatch) -> None:
     """Every episode already in the log: the script only reads it (no sandbox call)."""
+    from wmrl_env.bench.run_log import fingerprint
+
     out = tmp_path / "mt.jsonl"
+    made_with = fingerprint({"executor": "live"}, resumable=())
     with out.open("w") as handle:
         for task in SUITES["generated"]:
             for record in records:
-                handle.write(json.dumps(record | {"task": task, "seed": 0}) + "\n")
+                row = record | {"task": task, "seed": 0, "made_with": made_with}
+                handle.write(json.dumps(row) + "\n")
     script = _script()
 
     def refuse(*args, **kwargs):
@@ -115,6 +119,28 @@ def test_a_finished_run_resumes_without_executing(tmp_path, records, monkeypatch
     fidelity = script.main(["--tasks", "generated", "--starts", "1", "--turns", "2",
                             "--out", str(out), "--fidelity", "v4"])  # fmt: skip
     assert fidelity.splitlines()[0].startswith("| turn | turns | status accuracy")
+
+
+def test_a_log_made_otherwise_is_refused_before_any_episode(tmp_path, monkeypatch) -> None:
+    """Episodes replayed from the tables, or not stamped, never join a live log: refused
+    with the log unchanged; the fidelity reads any log (it runs nothing)."""
+    from wmrl_env.bench.run_log import StaleRunLog, fingerprint
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a refused run played an episode")
+
+    monkeypatch.setattr("wmrl_env.envs.ml_tasks.multiturn.MLTaskMultiTurnEnv.step", refuse)
+    out = tmp_path / "mt.jsonl"
+    row = {"task": TASK, "seed": 0, "turns": 1, "executions": 1, "steps": []}
+    script = _script()
+    replayed = fingerprint({"executor": "replay"}, resumable=())
+    for text, match in ((json.dumps(row | {"made_with": replayed}), r"another config\.executor"),
+                        (json.dumps(row), "older log")):  # fmt: skip
+        out.write_text(text + "\n")
+        with pytest.raises(StaleRunLog, match=match):
+            script.main(["--tasks", "generated", "--starts", "1", "--turns", "2",
+                         "--out", str(out)])  # fmt: skip
+        assert out.read_text() == text + "\n"
 
 
 def _pool_rows(tasks: set[str]) -> list[str]:

@@ -68,3 +68,41 @@ def test_bad_configs_are_refused() -> None:
 
     with pytest.raises(ValueError, match="suite"):
         LMTransferConfig(suite="second")
+
+
+def test_the_script_resumes_only_a_log_made_the_same_way(tmp_path) -> None:
+    """More seeds run only the missing ones; another config, world model or an unstamped log
+    is refused with the log unchanged."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from wmrl_env.bench.multiturn import transfer_fingerprint
+    from wmrl_env.bench.run_log import StaleRunLog
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "multiturn_transfer.py"
+    spec = importlib.util.spec_from_file_location("mt_transfer", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = ["--rounds", "1", "--num-groups", "2", "--group-size", "2", "--max-turns", "2",
+            "--heldout-tasks", "1", "--eval-episodes", "1", "--eval-every", "1",
+            "--arms", "wm", "--out", str(tmp_path)]  # fmt: skip
+    script.main([*args, "--seeds", "1"])
+    log = tmp_path / "runs.jsonl"
+    first = log.read_bytes()
+    script.main([*args, "--seeds", "2"])
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert log.read_bytes().startswith(first) and [r["seed"] for r in rows] == [0, 1]
+    kept = log.read_bytes()
+    with pytest.raises(StaleRunLog, match=r"config\.rounds"):
+        script.main([*args, "--rounds", "2"])
+    with pytest.raises(StaleRunLog, match=r"another config\.suite, status_model, world_model"):
+        script.main([*args, "--suite", "pool"])
+    assert log.read_bytes() == kept
+    config = TransferConfig(rounds=1, seeds=1)
+    assert set(transfer_fingerprint(config, "v3")) == {
+        "config", "package", "world_model", "status_model"
+    }  # fmt: skip
+    log.write_text(json.dumps({k: v for k, v in rows[0].items() if k != "made_with"}) + "\n")
+    with pytest.raises(StaleRunLog, match="older log"):
+        script.main([*args, "--seeds", "1"])

@@ -12,7 +12,10 @@ Arms: ``real`` (every group executed), ``anchors`` (only the fused arms' share o
 executed, no world model), ``wm``, ``debias``, ``denoise``, ``wmrl``, ``ppi``.
 :func:`run_bench` trains every arm with every seed (:mod:`wmrl_env.bench.runner`), optionally
 executes a few final programs live (:mod:`wmrl_env.bench.live_check`), then writes into one
-folder: ``config.json`` (to repeat the run), ``runs.jsonl`` (every step of every run),
+folder: ``config.json`` (to repeat the run), ``runs.jsonl`` (every step of every run; a
+rerun with the same ``out`` keeps the finished runs there and runs only the missing arms and
+seeds, and refuses a folder whose runs were made with another configuration, package version
+or world model: :func:`run_fingerprint`),
 ``results.json`` and ``results.md`` (:mod:`wmrl_env.bench.report`, with the reference
 lines of :mod:`wmrl_env.bench.search` and the supervised ceiling of
 :mod:`wmrl_env.bench.ceiling`) and PNG figures (:mod:`wmrl_env.bench.plots`). Needs the
@@ -40,7 +43,12 @@ from wmrl_env.bench.records import RunRecord, StepRecord
 from wmrl_env.bench.report import ArmSummary, markdown_table, summarise
 
 __all__ = ["BenchConfig", "BenchResult", "PerTaskConfig", "PerTaskResult", "run_bench",
-           "run_pertask_bench"]  # fmt: skip
+           "run_fingerprint", "run_pertask_bench"]  # fmt: skip
+
+RESUMABLE_FIELDS = frozenset({"arms", "seeds", "live_check", "tolerance", "workers", "out",
+                              "cache_dir"})  # fmt: skip
+"""Config fields a finished cross-task run does not depend on (each run is keyed by its arm
+and seed; the others only shape the report or where things run): a rerun may change them."""
 
 
 @dataclass(frozen=True)
@@ -54,18 +62,39 @@ class BenchResult:
     """line name -> mean score over the held-out tasks (oracle, uniform, search, ...)"""
 
 
+def run_fingerprint(config: BenchConfig) -> dict[str, Any]:
+    """What a finished cross-task run of ``config`` was made with: the config fields it
+    depends on, the package version and the digest of every file of world model v2 (the
+    arms' world model). A rerun into the same folder reuses runs only when this is
+    unchanged."""
+    from wmrl_env.bench.run_log import file_digest, fingerprint
+    from wmrl_env.world_models.programs.ml_default import world_model_files
+
+    digests = {name: file_digest(path) for name, path in world_model_files("v2").items()}
+    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, **digests)
+
+
 def run_bench(
     config: BenchConfig,
     on_step: Callable[[str, int, StepRecord], None] | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> BenchResult:
-    """Run every arm and seed; write the outputs; return the summaries."""
+    """Run every arm and seed; write the outputs; return the summaries. Runs already in the
+    folder's ``runs.jsonl`` are kept and not run again; a folder whose runs were made with
+    another :func:`run_fingerprint` raises :class:`~wmrl_env.bench.run_log.StaleRunLog`
+    before anything is written."""
     from wmrl_env.bench import plots
+    from wmrl_env.bench.run_log import read_stamped
     from wmrl_env.bench.runner import Regime, real_executor, run_one
 
     start = time.perf_counter()
     folder = Path(config.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
     folder.mkdir(parents=True, exist_ok=True)
+    made_with = run_fingerprint(config)
+    finished = {
+        (row["arm"], row["seed"]): RunRecord.from_dict(row)
+        for row in read_stamped(folder / "runs.jsonl", made_with)  # refused before any write
+    }
     (folder / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
     say = on_phase or (lambda message: None)
 
@@ -78,9 +107,13 @@ def run_bench(
     regime = Regime.of_suite(config.train_tasks, config.heldout_tasks)
     make_world_model = _world_models(config, regime.train_tasks)
     runs: list[RunRecord] = []
-    with real_executor(config) as executor, (folder / "runs.jsonl").open("w") as log:
+    with real_executor(config) as executor, (folder / "runs.jsonl").open("a") as log:
         for arm in config.arms:
             for seed in range(config.seeds):
+                if (arm, seed) in finished:
+                    say(f"arm {arm}, seed {seed}: finished before, read from runs.jsonl")
+                    runs.append(finished[arm, seed])
+                    continue
                 say(f"arm {arm}, seed {seed}")
 
                 def step(record: StepRecord, arm: str = arm, seed: int = seed) -> None:
@@ -90,7 +123,7 @@ def run_bench(
                 world_model = make_world_model(seed)
                 run = run_one(config, arm, seed, world_model, executor, regime, on_step=step)
                 runs.append(run)
-                log.write(json.dumps(run.to_dict()) + "\n")
+                log.write(json.dumps({**run.to_dict(), "made_with": made_with}) + "\n")
                 log.flush()
     summaries = summarise(runs, tolerance=config.tolerance)
     say("reference lines: oracle, uniform, best constant, zero-shot pick, search")

@@ -37,6 +37,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ __all__ = [
     "run_transfer",
     "summary_rows",
     "train_arm",
+    "transfer_fingerprint",
 ]
 
 ARMS: tuple[str, ...] = ("real", "anchors", "wmrl", "wm")
@@ -286,6 +288,28 @@ def run_transfer(
             if on_run is not None:
                 on_run(runs[-1])
     return {"config": asdict(config), "untrained": untrained, "runs": runs}
+
+
+RESUMABLE_FIELDS = frozenset({"arms", "seeds"})
+"""Config fields a finished run does not depend on (each run is keyed by its arm and seed):
+a rerun may change them."""
+
+
+def transfer_fingerprint(
+    config: TransferConfig, world_model: str, reviser: str | Path | None = None
+) -> dict[str, Any]:
+    """What a finished run of the transfer check was made with: the config fields it depends
+    on, the package version, the digest of every file of ML world model ``world_model``
+    (``"v3"``, ``"v4"``, ...) and, for the LM check, of every file of the cloned reviser
+    folder ``reviser``. A rerun into the same log reuses runs only when this is unchanged."""
+    from wmrl_env.bench.run_log import file_digest, fingerprint
+    from wmrl_env.world_models.programs.ml_default import world_model_files
+
+    made = {name: file_digest(path) for name, path in world_model_files(world_model).items()}
+    if reviser is not None:
+        files = sorted(p for p in Path(reviser).rglob("*") if p.is_file())
+        made["reviser"] = {str(p.relative_to(reviser)): file_digest(p) for p in files}
+    return fingerprint(asdict(config), RESUMABLE_FIELDS, **made)
 
 
 def markdown(results: dict[str, Any]) -> str:

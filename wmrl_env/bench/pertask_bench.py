@@ -5,7 +5,7 @@ world models, and the reference lines; write the outputs into one folder.
 Folder: ``config.json``, ``runs.jsonl`` (one line per run: phase, learning rate, world
 model, the :class:`~wmrl_env.bench.records.RunRecord`; a rerun with the same ``out`` reads
 the runs already there instead of running them again, and refuses a log made with another
-configuration, package version or world-model artifact), ``results.json``, ``results.md`` and
+configuration, package version or world-model file), ``results.json``, ``results.md`` and
 the figures ``pertask_curves.png`` and ``quality_curve.png``.
 """
 
@@ -75,17 +75,14 @@ seed, rate and world model, or they only shape the report): a rerun may change t
 
 def run_fingerprint(config: PerTaskConfig) -> dict[str, Any]:
     """What a finished run of ``config`` was made with: the config fields it depends on, the
-    package version and the digest of the suite's world-model artifact. A rerun into the
-    same folder reuses runs only when this is unchanged."""
-    from wmrl_env.world_models.programs.ml_default import (
-        ARTIFACTS,
-        DEFAULT_ARTIFACT,
-        OPEN_SPACE_ARTIFACTS,
-    )
+    package version and the digest of every file the suite's world model loads (its
+    artifact, and for v2 and v3 the status model beside it). A rerun into the same folder
+    reuses runs only when this is unchanged."""
+    from wmrl_env.world_models.programs.ml_default import world_model_files
 
-    version = SUITE_WORLD_MODELS[config.suite]
-    artifact = {**ARTIFACTS, **OPEN_SPACE_ARTIFACTS}.get(version, DEFAULT_ARTIFACT)
-    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, world_model=file_digest(artifact))
+    version = SUITE_WORLD_MODELS[config.suite] or "v3"  # None: the package default, v3
+    digests = {name: file_digest(path) for name, path in world_model_files(version).items()}
+    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, **digests)
 
 
 class _RunLog:

@@ -411,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
     from wmrl_env.bench import run_bench
     from wmrl_env.bench.live_check import markdown as live_markdown
     from wmrl_env.bench.report import markdown_table
+    from wmrl_env.bench.run_log import StaleRunLog
     from wmrl_env.utils.imports import MissingDependencyError, require
 
     try:
@@ -445,7 +446,12 @@ def run(args: argparse.Namespace) -> int:
             if not interactive:
                 print(message, flush=True)
 
-        result = run_bench(config, on_step=on_step, on_phase=on_phase)
+        try:
+            result = run_bench(config, on_step=on_step, on_phase=on_phase)
+        except StaleRunLog as error:
+            bar.close()
+            print(f"wmrl bench: {error}", file=sys.stderr)
+            return 2
     print()
     print(markdown_table(result.summaries))
     print("\n| reference line (held-out tasks) | score |\n|---|---|")

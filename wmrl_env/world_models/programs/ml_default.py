@@ -48,6 +48,7 @@ __all__ = [
     "pretrain_ml_world_model",
     "pretraining_tasks",
     "table_training_pairs",
+    "world_model_files",
 ]
 
 _PRETRAINED = Path(__file__).parent / "pretrained"
@@ -105,6 +106,19 @@ def load_ml_world_model(version: str = "v3", path: str | Path | None = None) -> 
         model.status_model = StatusModel.load(status)
     model.pre_gate = ml_pre_gate()
     return model
+
+
+def world_model_files(version: str = "v3") -> dict[str, Path]:
+    """The committed files :func:`load_ml_world_model` reads for ``version``: its artifact
+    (``"world_model"``) and, for v2 and v3 where it exists, the status model beside it
+    (``"status_model"``)."""
+    if version not in VERSIONS:
+        raise ValueError(f"version must be one of {list(VERSIONS)}, got {version!r}")
+    files = {"world_model": {**ARTIFACTS, **OPEN_SPACE_ARTIFACTS}[version]}
+    status = STATUS_ARTIFACTS.get(version)
+    if status is not None and status.is_file():
+        files["status_model"] = status
+    return files
 
 
 def ml_pre_gate() -> PreGate:
