@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -44,7 +43,7 @@ from wmrl_env.bench.multiturn_private import (
     private_gains,
     turn_fidelity,
 )
-from wmrl_env.bench.run_log import StaleRunLog, fingerprint, read_stamped
+from wmrl_env.bench.run_log import StaleRunLog, append_line, fingerprint, read_lines, read_stamped
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -68,8 +67,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     if args.fidelity is None:  # new episodes join only a log made the same way
         rows = read_stamped(Path(args.out), made_with)
     else:  # reads the recorded turns, runs nothing
-        text = Path(args.out).read_text() if os.path.exists(args.out) else ""
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows = [row for _, row in read_lines(Path(args.out))]
     for row in rows:
         done[(row["task"], row["seed"], row["turns"])] = row
     if args.fidelity is not None:
@@ -87,14 +85,12 @@ def main(argv: Sequence[str] | None = None) -> str:
         from wmrl_env.envs.ml_tasks.pool import pool_replay_executor
 
         executor = pool_replay_executor()
-    with open(args.out, "a") as out:
-        for task in tasks:
-            skip = [(seed, k) for (t, seed, k) in done if t == task]
-            for row in play_starts(task, range(args.starts), args.turns, skip=skip,
-                                   executor=executor):  # fmt: skip
-                done[(task, row["seed"], row["turns"])] = row
-                out.write(json.dumps({**row, "made_with": made_with}) + "\n")
-                out.flush()
+    for task in tasks:
+        skip = [(seed, k) for (t, seed, k) in done if t == task]
+        for row in play_starts(task, range(args.starts), args.turns, skip=skip,
+                               executor=executor):  # fmt: skip
+            done[(task, row["seed"], row["turns"])] = row
+            append_line(Path(args.out), {**row, "made_with": made_with})
     gains = private_gains(done, tasks, args.starts, args.turns)
     mean, (low, high) = bootstrap_interval(gains)
     execs = sum(row["executions"] for key, row in done.items()

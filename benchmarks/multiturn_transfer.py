@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_env.bench.multiturn import TransferConfig, markdown, run_transfer, transfer_fingerprint
-from wmrl_env.bench.run_log import StaleRunLog, read_stamped
+from wmrl_env.bench.run_log import StaleRunLog, append_line, read_stamped
 from wmrl_env.world_models.programs.ml_default import load_ml_world_model
 
 
@@ -81,9 +81,7 @@ def main(argv: list[str] | None = None) -> str:
                 for row in read_stamped(log, made_with)]  # fmt: skip
 
     def append(run: dict) -> None:
-        with log.open("a") as handle:
-            handle.write(json.dumps({**run, "made_with": made_with}) + "\n")
-            handle.flush()
+        append_line(log, {**run, "made_with": made_with})
 
     world_model = load_ml_world_model(version)
     if reviser is not None:

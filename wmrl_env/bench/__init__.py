@@ -84,7 +84,7 @@ def run_bench(
     another :func:`run_fingerprint` raises :class:`~wmrl_env.bench.run_log.StaleRunLog`
     before anything is written."""
     from wmrl_env.bench import plots
-    from wmrl_env.bench.run_log import read_stamped
+    from wmrl_env.bench.run_log import append_line, read_stamped
     from wmrl_env.bench.runner import Regime, real_executor, run_one
 
     start = time.perf_counter()
@@ -107,7 +107,7 @@ def run_bench(
     regime = Regime.of_suite(config.train_tasks, config.heldout_tasks)
     make_world_model = _world_models(config, regime.train_tasks)
     runs: list[RunRecord] = []
-    with real_executor(config) as executor, (folder / "runs.jsonl").open("a") as log:
+    with real_executor(config) as executor:
         for arm in config.arms:
             for seed in range(config.seeds):
                 if (arm, seed) in finished:
@@ -123,8 +123,7 @@ def run_bench(
                 world_model = make_world_model(seed)
                 run = run_one(config, arm, seed, world_model, executor, regime, on_step=step)
                 runs.append(run)
-                log.write(json.dumps({**run.to_dict(), "made_with": made_with}) + "\n")
-                log.flush()
+                append_line(folder / "runs.jsonl", {**run.to_dict(), "made_with": made_with})
     summaries = summarise(runs, tolerance=config.tolerance)
     say("reference lines: oracle, uniform, best constant, zero-shot pick, search")
     lines = _reference_lines(config, regime)

@@ -25,7 +25,7 @@ from wmrl_env.bench.pertask import run_arm
 from wmrl_env.bench.pertask_config import SUITE_WORLD_MODELS, PerTaskConfig, parse_world_model
 from wmrl_env.bench.pertask_report import bootstrap_mean, markdown, summarise_pertask
 from wmrl_env.bench.records import RunRecord
-from wmrl_env.bench.run_log import file_digest, fingerprint, read_stamped
+from wmrl_env.bench.run_log import append_line, file_digest, fingerprint, read_stamped
 
 TUNING_SEED = 1000
 """the sweep's seeds are TUNING_SEED, TUNING_SEED + 1, ...: never among the reported ones"""
@@ -103,8 +103,7 @@ class _RunLog:
         if key not in self.runs:
             self.runs[key] = make()
             row = {"key": list(key), "run": self.runs[key].to_dict(), "made_with": self.fingerprint}
-            with self.path.open("a") as handle:
-                handle.write(json.dumps(row) + "\n")
+            append_line(self.path, row)
         return self.runs[key]
 
 

@@ -7,6 +7,10 @@ digest of a world-model artifact). :func:`read_stamped` reads a log back and rai
 :class:`StaleRunLog` at the first line made with something else, or made before runs were
 stamped, so stale runs are never mixed into a new report.
 
+A bench stopped while it wrote a line (killed, out of time) leaves that line unfinished:
+:func:`read_lines` sets it aside with a warning (its run is made again; every finished one is
+kept) and :func:`append_line` starts the next line after it, not on it.
+
 Example:
     >>> made = fingerprint({"rounds": 6, "seeds": 2}, resumable={"seeds"})
     >>> sorted(made), made["config"]
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import warnings
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -61,15 +67,47 @@ def check_stamp(made_with: dict[str, Any] | None, expected: dict[str, Any], wher
     )
 
 
-def read_stamped(path: Path, expected: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every line of the JSON-lines file ``path`` (none if it does not exist), each checked
-    with :func:`check_stamp` against ``expected``."""
+def read_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` of every whole JSON line of ``path`` (none if it does not
+    exist); a line that does not parse, as one a stopped writer left unfinished, is set
+    aside with a warning."""
     if not path.is_file():
         return []
     rows = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if line.strip():
-            row = json.loads(line)
-            check_stamp(row.get("made_with"), expected, f"{path}, line {number}")
-            rows.append(row)
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except json.JSONDecodeError:
+            warnings.warn(
+                f"{path}, line {number}: not a whole JSON line (its writer was stopped while "
+                "writing it?); set aside, what it recorded is made again",
+                stacklevel=2,
+            )
     return rows
+
+
+def read_stamped(path: Path, expected: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every whole line of the JSON-lines file ``path`` (:func:`read_lines`), each checked
+    with :func:`check_stamp` against ``expected``."""
+    rows = []
+    for number, row in read_lines(path):
+        check_stamp(row.get("made_with"), expected, f"{path}, line {number}")
+        rows.append(row)
+    return rows
+
+
+def append_line(path: Path, row: dict[str, Any]) -> None:
+    """Append ``row`` as one JSON line in one write (whole lines even with several processes
+    appending), on a new line if a stopped writer left the file without its last newline."""
+    data = (json.dumps(row) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)

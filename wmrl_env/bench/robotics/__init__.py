@@ -19,7 +19,6 @@ Needs the ``robosuite``, ``torch`` and ``bench`` extras.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -37,7 +36,7 @@ from wmrl_env.bench.robotics.report import (
     summarise_predictor,
     summarise_robots,
 )
-from wmrl_env.bench.run_log import fingerprint, read_stamped
+from wmrl_env.bench.run_log import append_line, fingerprint, read_lines, read_stamped
 
 __all__ = ["RobotBenchConfig", "RobotBenchResult", "run_fingerprint", "run_robot_bench",
            "write_report"]  # fmt: skip
@@ -56,19 +55,7 @@ class RobotBenchResult:
 
 
 def _read_lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _append(path: Path, row: dict) -> None:
-    """One line in one write (whole lines, even with several processes appending)."""
-    data = (json.dumps(row) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    return [row for _, row in read_lines(path)]
 
 
 def run_fingerprint(config: RobotBenchConfig) -> dict[str, Any]:
@@ -121,7 +108,7 @@ def run_robot_bench(
                 start_success = evaluator.success(_policy(config, seed))
                 start_outcomes = evaluator.outcomes
                 auc = start.predictor_auc
-                _append(
+                append_line(
                     folder / "seeds.jsonl",
                     {
                         "seed": seed,
@@ -147,8 +134,8 @@ def run_robot_bench(
                     on_detail=lambda name, row, held=details: held.append((name, row)),
                 )  # fmt: skip
                 for name, row in details:
-                    _append(folder / f"{name}.jsonl", row)
-                _append(folder / "runs.jsonl", {**run.to_dict(), "made_with": made_with})
+                    append_line(folder / f"{name}.jsonl", row)
+                append_line(folder / "runs.jsonl", {**run.to_dict(), "made_with": made_with})
         finally:
             evaluator.close()
             start.task_envs.close()
