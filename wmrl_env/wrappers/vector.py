@@ -93,7 +93,8 @@ class WorldModelVectorEnv(VectorEnv):
             as std 0).
         execute_per_group: world-model screening (outcome tasks): execute only this many
             members of each anchor group (fewer than ``group_size``), chosen by their upper
-            bound; the others are scored by the fusion. Default ``None``: every member.
+            bound; the others are scored by the fusion. Default ``None``: every member. 1 is
+            refused under ``wmrl`` with its evidence gate (nothing to learn from).
         screening: how screening chooses them: ``"pps"`` (default) draws them by systematic
             PPS within the group with exact probabilities ``pi_{i|g}`` (mixed with uniform
             by the fusion's ``uniform_mix``): each member's inclusion probability is
