@@ -62,8 +62,9 @@ def test_snapshot_methods_exist_only_when_the_remote_env_has_them(remote) -> Non
 
 def test_dead_worker_gives_a_clear_error(remote) -> None:
     remote.reset(seed=0)
-    os.kill(remote.pid, signal.SIGKILL)
-    with pytest.raises(WorkerDiedError, match=r"died while running step \(exit code -9\)"):
+    os.kill(remote.pid, signal.SIGKILL)  # asynchronous: the request may or may not get out
+    died = r"died while (sending|running) step \(exit code -9\)"
+    with pytest.raises(WorkerDiedError, match=died):
         remote.step(0)
     remote.close()  # still fine
 
