@@ -67,11 +67,9 @@ def run_fingerprint(config: BenchConfig) -> dict[str, Any]:
     depends on, the package version and the digest of every file of world model v2 (the
     arms' world model). A rerun into the same folder reuses runs only when this is
     unchanged."""
-    from wmrl_env.bench.run_log import file_digest, fingerprint
-    from wmrl_env.world_models.programs.ml_default import world_model_files
+    from wmrl_env.bench.run_log import fingerprint, world_model_digests
 
-    digests = {name: file_digest(path) for name, path in world_model_files("v2").items()}
-    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, **digests)
+    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, **world_model_digests("v2"))
 
 
 def run_bench(

@@ -302,10 +302,9 @@ def transfer_fingerprint(
     on, the package version, the digest of every file of ML world model ``world_model``
     (``"v3"``, ``"v4"``, ...) and, for the LM check, of every file of the cloned reviser
     folder ``reviser``. A rerun into the same log reuses runs only when this is unchanged."""
-    from wmrl_env.bench.run_log import file_digest, fingerprint
-    from wmrl_env.world_models.programs.ml_default import world_model_files
+    from wmrl_env.bench.run_log import file_digest, fingerprint, world_model_digests
 
-    made = {name: file_digest(path) for name, path in world_model_files(world_model).items()}
+    made = world_model_digests(world_model)
     if reviser is not None:
         files = sorted(p for p in Path(reviser).rglob("*") if p.is_file())
         made["reviser"] = {str(p.relative_to(reviser)): file_digest(p) for p in files}

@@ -25,7 +25,7 @@ from wmrl_env.bench.pertask import run_arm
 from wmrl_env.bench.pertask_config import SUITE_WORLD_MODELS, PerTaskConfig, parse_world_model
 from wmrl_env.bench.pertask_report import bootstrap_mean, markdown, summarise_pertask
 from wmrl_env.bench.records import RunRecord
-from wmrl_env.bench.run_log import append_line, file_digest, fingerprint, read_stamped
+from wmrl_env.bench.run_log import append_line, fingerprint, read_stamped, world_model_digests
 
 TUNING_SEED = 1000
 """the sweep's seeds are TUNING_SEED, TUNING_SEED + 1, ...: never among the reported ones"""
@@ -78,11 +78,8 @@ def run_fingerprint(config: PerTaskConfig) -> dict[str, Any]:
     package version and the digest of every file the suite's world model loads (its
     artifact, and for v2 and v3 the status model beside it). A rerun into the same folder
     reuses runs only when this is unchanged."""
-    from wmrl_env.world_models.programs.ml_default import world_model_files
-
     version = SUITE_WORLD_MODELS[config.suite] or "v3"  # None: the package default, v3
-    digests = {name: file_digest(path) for name, path in world_model_files(version).items()}
-    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, **digests)
+    return fingerprint(config.to_dict(), RESUMABLE_FIELDS, **world_model_digests(version))
 
 
 class _RunLog:

@@ -49,6 +49,14 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def world_model_digests(version: str) -> dict[str, str]:
+    """:func:`file_digest` of every file ML world model ``version`` loads, by role
+    (:func:`~wmrl_env.world_models.programs.ml_default.world_model_files`)."""
+    from wmrl_env.world_models.programs.ml_default import world_model_files
+
+    return {name: file_digest(path) for name, path in world_model_files(version).items()}
+
+
 def check_stamp(made_with: dict[str, Any] | None, expected: dict[str, Any], where: str) -> None:
     """Raise :class:`StaleRunLog` unless a run line's ``made_with`` is ``expected``."""
     if made_with == expected:
