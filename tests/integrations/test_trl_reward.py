@@ -260,6 +260,8 @@ def test_config_and_grouping_errors(tiny_lm, tmp_path) -> None:
         reward(["a", "b", "b", "b"], ["x"] * 4, target=[1] * 4)
     with pytest.raises(ValueError, match="groups of 2"):
         reward(["a", "a", "b"], ["x"] * 3, target=[1] * 3)
+    with pytest.raises(ValueError, match="execute_per_group=1 cannot be used with method 'wmrl'"):
+        WorldModelReward(world_model, None, length_job, num_generations=4, execute_per_group=1)
 
 
 def test_chat_prompts_group_and_render(tiny_lm) -> None:
